@@ -1,0 +1,1 @@
+"""The modelplane command-line tool."""

@@ -1,0 +1,49 @@
+"""The ``modelplane`` command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from modelplane import generate, repo
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Modelplane: render, validate and simulate compositions offline."""
+
+
+@cli.command("generate")
+@click.option("--check", is_flag=True, help="Fail if the committed models are stale.")
+@click.option(
+    "--crds",
+    "crds_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="CRD directory (default: ../shared/crds beside the repository).",
+)
+def generate_command(check: bool, crds_dir: Path | None) -> None:
+    """Generate Pydantic models from apis/ XRDs and the CRDs listed in schemas/crds.txt."""
+    try:
+        stale = generate.run(check=check, crds_dir=crds_dir or repo.shared_crds())
+    except generate.GenerateError as err:
+        raise click.ClickException(str(err)) from err
+    if check and stale:
+        click.echo("generated models are stale; run `uv run modelplane generate`:", err=True)
+        for name in stale:
+            click.echo(f"  {name}", err=True)
+        sys.exit(1)
+    click.echo("models are up to date" if not stale else f"regenerated {len(stale)} file(s)")
+
+
+def _register_subcommands() -> None:
+    import importlib  # noqa: PLC0415
+
+    for name in ("render", "validate", "simulate"):
+        module = importlib.import_module(f"modelplane.{name}")
+        cli.add_command(module.command)
+
+
+_register_subcommands()

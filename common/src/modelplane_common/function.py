@@ -1,0 +1,254 @@
+"""The gRPC servicer every Modelplane composition function is built on.
+
+A function implements one method, ``compose(request) -> Outcome``: plain Python over plain
+dicts and Pydantic models, with no protobuf in sight. This module turns the protobuf request
+into a ``Request`` and the ``Outcome`` back into a RunFunctionResponse.
+
+Losing desired state deletes real infrastructure, so the servicer starts from the desired state
+earlier pipeline steps built (``response.to``) and, when ``compose`` raises, answers with a
+Fatal result: Crossplane then aborts the reconcile and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Literal
+
+import grpc
+import pydantic
+from crossplane.function import logging, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from modelplane_common.plain import JSON, to_plain
+
+DEFAULT_TTL = timedelta(minutes=1)
+
+Severity = Literal["Normal", "Warning", "Fatal"]
+_SEVERITY = {
+    "Normal": fnv1.SEVERITY_NORMAL,
+    "Warning": fnv1.SEVERITY_WARNING,
+    "Fatal": fnv1.SEVERITY_FATAL,
+}
+_CONDITION_STATUS = {
+    True: fnv1.STATUS_CONDITION_TRUE,
+    False: fnv1.STATUS_CONDITION_FALSE,
+    None: fnv1.STATUS_CONDITION_UNKNOWN,
+}
+_READY = {True: fnv1.READY_TRUE, False: fnv1.READY_FALSE, None: fnv1.READY_UNSPECIFIED}
+
+
+class InputError(Exception):
+    """Input the function cannot act on; reported as a Fatal result naming the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """A custom XR status condition. ``status`` None means Unknown."""
+
+    type: str
+    status: bool | None
+    reason: str
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A result: an event on the XR, or (Fatal) the end of the reconcile."""
+
+    severity: Severity
+    message: str
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """A required-resource selector: by name, by labels, or (neither) every object of a kind."""
+
+    api_version: str
+    kind: str
+    match_name: str | None = None
+    match_labels: Mapping[str, str] | None = None
+    namespace: str | None = None
+
+
+@dataclasses.dataclass
+class Composed:
+    """One desired composed resource: its full manifest and its readiness (None = unknown)."""
+
+    body: JSON
+    ready: bool | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """Everything a ``compose`` step decides. Resources are added to those of earlier steps."""
+
+    resources: dict[str, Composed] = dataclasses.field(default_factory=dict)
+    composite_status: JSON | None = None
+    composite_ready: bool | None = None
+    conditions: list[Condition] = dataclasses.field(default_factory=list)
+    results: list[Result] = dataclasses.field(default_factory=list)
+    requirements: dict[str, Selector] = dataclasses.field(default_factory=dict)
+    context: JSON | None = None
+    ttl: timedelta = DEFAULT_TTL
+
+    def compose(self, key: str, body: JSON | pydantic.BaseModel, ready: bool | None = None) -> None:
+        self.resources[key] = Composed(body=as_manifest(body), ready=ready)
+
+    def condition(self, type_: str, status: bool | None, reason: str, message: str = "") -> None:
+        self.conditions.append(Condition(type_, status, reason, message))
+
+    def event(self, severity: Severity, message: str, reason: str = "") -> None:
+        self.results.append(Result(severity, message, reason))
+
+
+class Request:
+    """A plain view of a RunFunctionRequest."""
+
+    def __init__(self, req: fnv1.RunFunctionRequest) -> None:
+        self.proto = req
+        self.composite: JSON = to_plain(req.observed.composite.resource)
+        self.observed: dict[str, JSON] = {
+            name: to_plain(r.resource) for name, r in req.observed.resources.items()
+        }
+        self.desired: dict[str, JSON] = {
+            name: to_plain(r.resource) for name, r in req.desired.resources.items()
+        }
+        self.context: JSON = to_plain(req.context) if req.HasField("context") else {}
+        self.input: JSON | None = to_plain(req.input) if req.HasField("input") else None
+
+    @property
+    def spec(self) -> JSON:
+        return self.composite.get("spec") or {}
+
+    @property
+    def status(self) -> JSON:
+        return self.composite.get("status") or {}
+
+    @property
+    def name(self) -> str:
+        return (self.composite.get("metadata") or {}).get("name", "")
+
+    @property
+    def namespace(self) -> str | None:
+        return (self.composite.get("metadata") or {}).get("namespace")
+
+    def required(self, name: str) -> list[JSON] | None:
+        """Objects resolved for a requirement; None while it is not resolved yet.
+
+        Crossplane sends a key it could not satisfy with an empty list, so an absent key means
+        "not asked for yet", never "nothing exists".
+        """
+        if name not in self.proto.required_resources:
+            return None
+        return [to_plain(item.resource) for item in self.proto.required_resources[name].items]
+
+
+def as_manifest(body: JSON | pydantic.BaseModel) -> JSON:
+    """A manifest dict from a dict or a generated model (by alias, unset fields left out)."""
+    if isinstance(body, pydantic.BaseModel):
+        # Generated models default apiVersion and kind, which exclude_unset would leave out.
+        identity = {"apiVersion": body.apiVersion, "kind": body.kind}  # type: ignore[attr-defined]
+        return identity | body.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return body
+
+
+def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
+    for key, composed in outcome.resources.items():
+        resource = rsp.desired.resources[key]
+        resource.resource.Clear()
+        resource.resource.update(composed.body)
+        resource.ready = _READY[composed.ready]
+    if outcome.composite_status is not None:
+        composite = to_plain(rsp.desired.composite.resource)
+        composite["status"] = outcome.composite_status
+        rsp.desired.composite.resource.Clear()
+        rsp.desired.composite.resource.update(composite)
+    if outcome.composite_ready is not None:
+        rsp.desired.composite.ready = _READY[outcome.composite_ready]
+    for condition in outcome.conditions:
+        rsp.conditions.append(
+            fnv1.Condition(
+                type=condition.type,
+                status=_CONDITION_STATUS[condition.status],
+                reason=condition.reason,
+                message=condition.message or None,
+                target=fnv1.TARGET_COMPOSITE,
+            )
+        )
+    for result in outcome.results:
+        rsp.results.append(
+            fnv1.Result(
+                severity=_SEVERITY[result.severity],
+                message=result.message,
+                reason=result.reason or None,
+                target=fnv1.TARGET_COMPOSITE,
+            )
+        )
+    for key, selector in outcome.requirements.items():
+        _require(rsp, key, selector)
+    if outcome.context is not None:
+        rsp.context.Clear()
+        rsp.context.update(outcome.context)
+
+
+def _require(rsp: fnv1.RunFunctionResponse, key: str, selector: Selector) -> None:
+    target = rsp.requirements.resources[key]
+    target.api_version = selector.api_version
+    target.kind = selector.kind
+    if selector.namespace:
+        target.namespace = selector.namespace
+    if selector.match_name is not None:
+        target.match_name = selector.match_name
+    else:
+        target.match_labels.SetInParent()
+        target.match_labels.labels.update(dict(selector.match_labels or {}))
+
+
+class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
+    """Base servicer: subclasses set ``name`` and implement ``compose``."""
+
+    name: str = "composition-function"
+
+    def __init__(self) -> None:
+        self.log = logging.get_logger()
+
+    def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+        """Run one request synchronously (the servicer's logic without gRPC)."""
+        rsp = response.to(req, ttl=DEFAULT_TTL)
+        try:
+            outcome = self.compose(Request(req))
+        except InputError as err:
+            response.fatal(rsp, str(err))
+            return rsp
+        except Exception as err:
+            self.log.error("compose failed", error=str(err), trace=traceback.format_exc())
+            response.fatal(rsp, f"{self.name}: internal error: {type(err).__name__}: {err}")
+            return rsp
+        rsp.meta.ttl.FromTimedelta(outcome.ttl)
+        _write(rsp, outcome)
+        return rsp
+
+    async def RunFunction(  # noqa: N802 - gRPC method name
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
+    ) -> fnv1.RunFunctionResponse:
+        return self.run(req)
+
+
+def validation_summary(err: pydantic.ValidationError, root: str = "") -> str:
+    """One line naming each failing field path, e.g. ``spec.devices[0].name: ...``."""
+    problems = []
+    for error in err.errors()[:5]:
+        path = root
+        for part in error["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        problems.append(f"{path}: {error['msg']}")
+    more = len(err.errors()) - len(problems)
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")

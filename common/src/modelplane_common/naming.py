@@ -1,0 +1,19 @@
+"""Deterministic names for composed objects (platform spec C1)."""
+
+from __future__ import annotations
+
+import hashlib
+
+MAX_NAME_LENGTH = 63
+_HASH_LENGTH = 5
+
+
+def child_name(*parts: str) -> str:
+    """Join parts with '-', cut to 57 characters and always append a 5-hex hash of the whole.
+
+    The result is at most 63 characters, so it is a valid DNS label whenever the parts are.
+    """
+    full = "-".join(parts)
+    digest = hashlib.sha256(full.encode()).hexdigest()[:_HASH_LENGTH]
+    prefix = full[: MAX_NAME_LENGTH - _HASH_LENGTH - 1].rstrip("-")
+    return f"{prefix}-{digest}"

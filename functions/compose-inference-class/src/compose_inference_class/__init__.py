@@ -1,0 +1,1 @@
+"""compose-inference-class: the InferenceClass composition function."""

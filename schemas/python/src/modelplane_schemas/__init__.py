@@ -1,0 +1,1 @@
+"""Modelplane generated models."""
