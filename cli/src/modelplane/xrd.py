@@ -1,0 +1,109 @@
+"""The XRDs and Compositions under apis/, and Kubernetes structural defaulting."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modelplane import repo
+
+JSON = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """One XRD: where it came from and the schema of each served version."""
+
+    path: Path
+    body: JSON
+
+    @property
+    def group(self) -> str:
+        return self.body["spec"]["group"]
+
+    @property
+    def kind(self) -> str:
+        return self.body["spec"]["names"]["kind"]
+
+    @property
+    def namespaced(self) -> bool:
+        # An apiextensions v2 XRD defaults to Namespaced; v1 XRDs are LegacyCluster.
+        return self.body["spec"].get("scope", "Namespaced") == "Namespaced"
+
+    def schema(self, api_version: str) -> JSON | None:
+        for version in self.body["spec"]["versions"]:
+            if f"{self.group}/{version['name']}" == api_version:
+                return version["schema"]["openAPIV3Schema"]
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Catalog:
+    definitions: dict[tuple[str, str], Definition]  # (group, kind) -> XRD
+    compositions: dict[tuple[str, str], list[tuple[Path, JSON]]]  # (apiVersion, kind) -> list
+
+    def definition_for(self, api_version: str, kind: str) -> Definition | None:
+        return self.definitions.get((api_version.split("/")[0], kind))
+
+    def composition_for(self, api_version: str, kind: str) -> tuple[Path, JSON] | None:
+        found = self.compositions.get((api_version, kind), [])
+        return found[0] if found else None
+
+
+def read_catalog(apis: Path) -> Catalog:
+    definitions: dict[tuple[str, str], Definition] = {}
+    compositions: dict[tuple[str, str], list[tuple[Path, JSON]]] = {}
+    for path in sorted(apis.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("kind") == "CompositeResourceDefinition":
+                definition = Definition(path, doc)
+                definitions[(definition.group, definition.kind)] = definition
+            elif doc.get("kind") == "Composition":
+                ref = doc["spec"]["compositeTypeRef"]
+                compositions.setdefault((ref["apiVersion"], ref["kind"]), []).append((path, doc))
+    return Catalog(definitions, compositions)
+
+
+@cache
+def catalog() -> Catalog:
+    """The repository's own XRDs and Compositions."""
+    return read_catalog(repo.root() / "apis")
+
+
+def apply_defaults(schema: JSON, value: Any) -> Any:
+    """Kubernetes structural defaulting: a copy of ``value`` with schema defaults filled in.
+
+    A missing field (or a null one) whose schema has a default gets a copy of it; the walk goes
+    on into objects and array items, defaulted ones included. Parents without defaults are
+    never created.
+    """
+    value = copy.deepcopy(value)
+    _default(schema, value)
+    return value
+
+
+def _default(schema: JSON, value: Any) -> None:
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for name, sub in properties.items():
+            if (name not in value or value[name] is None) and "default" in sub:
+                if value.get(name) is None and sub.get("nullable") and name in value:
+                    continue
+                value[name] = copy.deepcopy(sub["default"])
+            if name in value:
+                _default(sub, value[name])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name, item in value.items():
+                if name not in properties:
+                    _default(extra, item)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            _default(schema["items"], item)

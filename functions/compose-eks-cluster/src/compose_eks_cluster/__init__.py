@@ -1,0 +1,1 @@
+"""compose-eks-cluster: the EKSCluster composition function."""

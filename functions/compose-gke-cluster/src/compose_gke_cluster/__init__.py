@@ -1,0 +1,1 @@
+"""compose-gke-cluster: the GKECluster composition function."""

@@ -1,0 +1,1 @@
+"""compose-inference-cluster: the InferenceCluster composition function."""

@@ -1,0 +1,1 @@
+"""compose-inference-gateway: the InferenceGateway composition function."""

@@ -1,0 +1,1 @@
+"""compose-model-cache: the ModelCache composition function."""

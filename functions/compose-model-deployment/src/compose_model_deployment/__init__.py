@@ -1,0 +1,1 @@
+"""compose-model-deployment: the ModelDeployment composition function."""

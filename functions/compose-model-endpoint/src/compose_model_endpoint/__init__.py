@@ -1,0 +1,1 @@
+"""compose-model-endpoint: the ModelEndpoint composition function."""

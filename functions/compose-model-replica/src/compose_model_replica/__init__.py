@@ -1,0 +1,1 @@
+"""compose-model-replica: the ModelReplica composition function."""

@@ -1,0 +1,1 @@
+"""compose-model-service: the ModelService composition function."""

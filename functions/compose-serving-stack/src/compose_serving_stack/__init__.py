@@ -1,0 +1,1 @@
+"""compose-serving-stack: the ServingStack composition function."""

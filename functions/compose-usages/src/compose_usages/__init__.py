@@ -1,0 +1,1 @@
+"""compose-usages: the Usages composition function."""
