@@ -48,7 +48,7 @@ class Catalog:
     compositions: dict[tuple[str, str], list[tuple[Path, JSON]]]  # (apiVersion, kind) -> list
 
     def definition_for(self, api_version: str, kind: str) -> Definition | None:
-        return self.definitions.get((api_version.split("/")[0], kind))
+        return self.definitions.get((api_version.split("/", maxsplit=1)[0], kind))
 
     def composition_for(self, api_version: str, kind: str) -> tuple[Path, JSON] | None:
         found = self.compositions.get((api_version, kind), [])
