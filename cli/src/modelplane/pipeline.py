@@ -1,12 +1,77 @@
 """Running a Pipeline composition against real gRPC function servers (shared by render and
-simulate). INTERFACE ONLY until the render work lands; see the docstrings for the contract."""
+simulate).
+
+This models Crossplane v2.2's function runner (spec ``render.md`` §1): every step sees the same
+observed state, the desired state and context flow from step to step, requirements are resolved
+in rounds until a function asks for the same thing twice (at most six calls), and the first
+Fatal result ends the run. Where ``crossplane render`` is looser than the in-cluster reconciler
+we follow the reconciler (decision D7): a required-resource selector honours its namespace.
+
+Contract (simulate codes against it)::
+
+    with FunctionHost(functions=None, timeout=60.0) as host:
+        result = run_pipeline(host, composition, xr, observed, required)
+
+``FunctionHost(functions, timeout, servicers)``: ``functions`` is a list of Crossplane
+``Function`` objects (None: every repository function, from the ``modelplane.functions``
+entry points). A Function annotated ``render.crossplane.io/runtime: Development`` is dialled
+at ``render.crossplane.io/runtime-development-target``; any other repository function is served
+in-process by a ``BackgroundServer``, started on first use and reused for the host's lifetime.
+``servicers`` maps extra function names to servicer objects to host in-process.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from types import TracebackType
 from typing import Any
 
+import grpc
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from google.protobuf import struct_pb2
+from google.protobuf.message import Message
+from modelplane_common.plain import to_plain
+from modelplane_common.serving import CHANNEL_OPTIONS, BackgroundServer
+
 JSON = dict[str, Any]
+
+ENTRY_POINT_GROUP = "modelplane.functions"
+RUNTIME_ANNOTATION = "render.crossplane.io/runtime"
+TARGET_ANNOTATION = "render.crossplane.io/runtime-development-target"
+DEFAULT_DEVELOPMENT_TARGET = "localhost:9443"
+FUNCTION_API_VERSIONS = ("pkg.crossplane.io/v1", "pkg.crossplane.io/v1beta1")
+
+# Crossplane's FetchingFunctionRunner: one call plus at most five requirement rounds.
+MAX_REQUIREMENT_ITERATIONS = 5
+
+# Condition types Crossplane owns; a function returning one is silently ignored. Render v2.2
+# drops the first three only; the reconciler also drops Responsive (D7: follow the reconciler).
+SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy", "Responsive"})
+
+CAPABILITIES = [
+    fnv1.CAPABILITY_CAPABILITIES,
+    fnv1.CAPABILITY_REQUIRED_RESOURCES,
+    fnv1.CAPABILITY_CREDENTIALS,
+    fnv1.CAPABILITY_CONDITIONS,
+    fnv1.CAPABILITY_REQUIRED_SCHEMAS,
+]
+
+_READY_NAMES = {
+    fnv1.READY_TRUE: "True",
+    fnv1.READY_FALSE: "False",
+    fnv1.READY_UNSPECIFIED: "Unspecified",
+}
+_CONDITION_STATUS_NAMES = {
+    fnv1.STATUS_CONDITION_TRUE: "True",
+    fnv1.STATUS_CONDITION_FALSE: "False",
+}
 
 
 @dataclasses.dataclass
@@ -23,30 +88,458 @@ class PipelineResult:
     conditions: list[JSON]  # custom conditions in order: {type,status,reason,message}
     results: list[JSON]  # non-fatal results: {step, severity (enum name), message, reason}
     context: JSON
+    ttl: float | None = None  # smallest non-zero TTL any step returned, in seconds
 
 
 class PipelineError(Exception):
     """A step failed: a Fatal result, a function error, or requirements that never settled.
 
     The message matches crossplane render's cause, e.g.
-    ``pipeline step "compose-x" returned a fatal result: <msg>``.
+    ``pipeline step "compose-x" returned a fatal result: <msg>``. ``conditions`` and
+    ``results`` hold what steps returned before the failure (the reconciler still applies the
+    conditions and emits the events).
     """
 
+    def __init__(
+        self,
+        message: str,
+        conditions: list[JSON] | None = None,
+        results: list[JSON] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.conditions = conditions or []
+        self.results = results or []
 
-# Contract (implemented by the render work; simulate codes against it):
-#
-# class FunctionHost:  context manager
-#     FunctionHost(functions: list[JSON] | None = None, timeout: float = 60.0)
-#     Hosts each repository function named in a pipeline step in-process
-#     (modelplane_common.serving.BackgroundServer, servicer loaded lazily from the
-#     `modelplane.functions` entry point), started once and reused across runs; a Function
-#     object with annotation render.crossplane.io/runtime: Development is dialled at its
-#     render.crossplane.io/runtime-development-target instead.
-#
-# def run_pipeline(host: FunctionHost, composition: JSON, xr: JSON,
-#                  observed: dict[str, JSON], required: list[JSON],
-#                  context: JSON | None = None, credentials: dict[str, dict[str, bytes]] | None
-#                  = None, honour_namespaces: bool = True) -> PipelineResult
-#     Runs every step in order with requirement rounds (spec render.md §1.8-1.9); `required`
-#     is the pool of objects requirements are resolved from (namespace honoured per D7 unless
-#     honour_namespaces=False). Raises PipelineError on a fatal result or step failure.
+
+class FunctionCallError(Exception):
+    """One RunFunction call failed (transport error, unknown function, timeout)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Hosting and dialling functions
+
+
+def repository_functions() -> dict[str, Any]:
+    """Function name -> entry point, for every function installed in this environment."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@dataclasses.dataclass
+class _Runtime:
+    """Where one function runs: a development target to dial, or a servicer to host."""
+
+    target: str | None = None
+    make_servicer: Callable[[], grpcv1.FunctionRunnerServiceServicer] | None = None
+
+
+class FunctionHost:
+    """Runs the functions a pipeline names; see the module docstring."""
+
+    def __init__(
+        self,
+        functions: list[JSON] | None = None,
+        timeout: float = 60.0,
+        servicers: Mapping[str, grpcv1.FunctionRunnerServiceServicer] | None = None,
+    ) -> None:
+        self.timeout = timeout
+        # Optional absolute time.monotonic() deadline shared by every call (render's --timeout).
+        self.deadline: float | None = None
+        self._from_file = functions is not None
+        self._runtimes = self._plan(functions)
+        for name, servicer in (servicers or {}).items():
+            self._runtimes[name] = _Runtime(make_servicer=lambda s=servicer: s)
+        self._lock = threading.Lock()
+        self._servers: dict[str, BackgroundServer] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+
+    @staticmethod
+    def _plan(functions: list[JSON] | None) -> dict[str, _Runtime]:
+        installed = repository_functions()
+        if functions is None:
+            return {
+                name: _Runtime(make_servicer=lambda ep=ep: ep.load()())
+                for name, ep in installed.items()
+            }
+        runtimes: dict[str, _Runtime] = {}
+        for fn in functions:
+            metadata = fn.get("metadata") or {}
+            name = metadata.get("name", "")
+            if fn.get("kind") != "Function" or fn.get("apiVersion") not in FUNCTION_API_VERSIONS:
+                raise PipelineError(f"not a function: {fn.get('kind')}/{name}")
+            annotations = metadata.get("annotations") or {}
+            runtime = annotations.get(RUNTIME_ANNOTATION) or "Docker"
+            if runtime == "Development":
+                target = annotations.get(TARGET_ANNOTATION) or DEFAULT_DEVELOPMENT_TARGET
+                runtimes[name] = _Runtime(target=target)
+            elif runtime == "Docker":
+                # No Docker here: a repository function is hosted in-process instead.
+                if name not in installed:
+                    raise PipelineError(
+                        f"cannot start Function {name!r}: modelplane render cannot run the "
+                        f"Docker runtime; start the function yourself and annotate it "
+                        f"{RUNTIME_ANNOTATION}: Development"
+                    )
+                runtimes[name] = _Runtime(make_servicer=lambda ep=installed[name]: ep.load()())
+            else:
+                raise PipelineError(
+                    f"cannot start Function {name!r}: unsupported value {runtime!r} for "
+                    f"annotation {RUNTIME_ANNOTATION} (use Docker or Development)"
+                )
+        return runtimes
+
+    def __enter__(self) -> FunctionHost:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            for server in self._servers.values():
+                server.stop()
+            self._channels.clear()
+            self._servers.clear()
+
+    def _channel(self, name: str) -> grpc.Channel:
+        with self._lock:
+            if name in self._channels:
+                return self._channels[name]
+            runtime = self._runtimes.get(name)
+            if runtime is None:
+                if self._from_file:
+                    raise FunctionCallError(
+                        f"unknown Function {name!r} - does it exist in your Functions file?"
+                    )
+                raise FunctionCallError(
+                    f"unknown Function {name!r} - no function of that name is installed "
+                    f"(entry point group {ENTRY_POINT_GROUP})"
+                )
+            if runtime.target is not None:
+                target = runtime.target
+            else:
+                assert runtime.make_servicer is not None
+                try:
+                    servicer = runtime.make_servicer()
+                except Exception as err:
+                    raise FunctionCallError(
+                        f"cannot start Function {name!r}: {type(err).__name__}: {err}"
+                    ) from err
+                server = BackgroundServer(servicer)
+                target = server.start()
+                self._servers[name] = server
+            channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+            self._channels[name] = channel
+            return channel
+
+    def _call_timeout(self) -> float:
+        if self.deadline is None:
+            return self.timeout
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise FunctionCallError("context deadline exceeded")
+        return min(self.timeout, remaining)
+
+    def run_function(self, name: str, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+        """One RunFunction call; falls back to v1beta1 when v1 is UNIMPLEMENTED."""
+        channel = self._channel(name)
+        timeout = self._call_timeout()
+        try:
+            # wait_for_ready: a development function still starting up is waited for.
+            return grpcv1.FunctionRunnerServiceStub(channel).RunFunction(
+                req, timeout=timeout, wait_for_ready=True
+            )
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                raise FunctionCallError(_rpc_error(err)) from err
+        beta_req = fnv1beta1.RunFunctionRequest.FromString(req.SerializeToString())
+        try:
+            beta_rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(
+                beta_req, timeout=self._call_timeout(), wait_for_ready=True
+            )
+        except grpc.RpcError as err:
+            raise FunctionCallError(_rpc_error(err)) from err
+        return fnv1.RunFunctionResponse.FromString(beta_rsp.SerializeToString())
+
+
+def _rpc_error(err: grpc.RpcError) -> str:
+    """A gRPC failure in grpc-go's words: ``rpc error: code = Unknown desc = ...``."""
+    code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]
+    go_name = (
+        "Canceled" if code == grpc.StatusCode.CANCELLED else code.name.title().replace("_", "")
+    )
+    return f"rpc error: code = {go_name} desc = {err.details()}"  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------------
+# Required resources
+
+
+@dataclasses.dataclass
+class ResourcePool:
+    """The objects requirements are resolved from (render's -e, simulate's store)."""
+
+    objects: list[JSON]
+    honour_namespaces: bool = True
+
+    def __post_init__(self) -> None:
+        self.objects = sorted(self.objects, key=_name_key)
+
+    def fetch(self, selector: fnv1.ResourceSelector) -> fnv1.Resources:
+        found = [
+            obj
+            for obj in self.objects
+            if obj.get("apiVersion") == selector.api_version and obj.get("kind") == selector.kind
+        ]
+        namespace = selector.namespace if selector.HasField("namespace") else None
+        match = selector.WhichOneof("match")
+        if match == "match_name":
+            found = [o for o in found if _meta(o).get("name") == selector.match_name]
+            if self.honour_namespaces:
+                # A Get: in the selector's namespace, or at cluster scope when it has none.
+                found = [o for o in found if _meta(o).get("namespace") == namespace]
+            found = found[:1]
+        else:
+            if match == "match_labels":
+                wanted = dict(selector.match_labels.labels)
+                found = [o for o in found if wanted.items() <= _labels(o).items()]
+            if self.honour_namespaces and namespace is not None:
+                found = [o for o in found if _meta(o).get("namespace") == namespace]
+            found = sorted(found, key=_namespaced_key)
+        return fnv1.Resources(items=[fnv1.Resource(resource=_struct(o)) for o in found])
+
+
+def _meta(obj: JSON) -> JSON:
+    return obj.get("metadata") or {}
+
+
+def _labels(obj: JSON) -> dict[str, str]:
+    return _meta(obj).get("labels") or {}
+
+
+def _name_key(obj: JSON) -> str:
+    return str(_meta(obj).get("name", ""))
+
+
+def _namespaced_key(obj: JSON) -> str:
+    return f"{_meta(obj).get('namespace', '')}/{_meta(obj).get('name', '')}"
+
+
+def _struct(value: JSON) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
+def _bootstrap(step: JSON) -> tuple[dict[str, fnv1.ResourceSelector], list[str]]:
+    """A step's up-front requirements: resource selectors and required schema names."""
+    requirements = step.get("requirements") or {}
+    selectors: dict[str, fnv1.ResourceSelector] = {}
+    for entry in requirements.get("requiredResources") or []:
+        selector = fnv1.ResourceSelector(api_version=entry["apiVersion"], kind=entry["kind"])
+        if entry.get("namespace"):
+            selector.namespace = entry["namespace"]
+        if entry.get("name"):
+            selector.match_name = entry["name"]
+        elif entry.get("matchLabels") is not None:
+            selector.match_labels.labels.update(entry["matchLabels"])
+        selectors[entry["requirementName"]] = selector
+    schemas = [entry["requirementName"] for entry in requirements.get("requiredSchemas") or []]
+    return selectors, schemas
+
+
+# --------------------------------------------------------------------------------------------
+# The pipeline
+
+
+def _copy(message: Message) -> Any:
+    copied = type(message)()
+    copied.CopyFrom(message)
+    return copied
+
+
+def _fatal(rsp: fnv1.RunFunctionResponse) -> fnv1.Result | None:
+    return next((r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL), None)
+
+
+def run_with_requirements(
+    call: Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse],
+    req: fnv1.RunFunctionRequest,
+    pool: ResourcePool,
+) -> fnv1.RunFunctionResponse:
+    """Call a function until the requirements it returns are stable (render.md §1.9)."""
+    bootstrap_resources = {k: _copy(v) for k, v in req.required_resources.items()}
+    bootstrap_schemas = {k: _copy(v) for k, v in req.required_schemas.items()}
+    previous: fnv1.Requirements | None = None
+    for _ in range(MAX_REQUIREMENT_ITERATIONS + 1):
+        rsp = call(req)
+        if _fatal(rsp) is not None:
+            return rsp
+        # Message equality: unset requirements differ from present-but-empty ones.
+        current = _copy(rsp.requirements) if rsp.HasField("requirements") else None
+        if (current is None and previous is None) or (
+            current is not None and previous is not None and current == previous
+        ):
+            return rsp
+        previous = current
+        req.ClearField("extra_resources")
+        req.ClearField("required_resources")
+        req.ClearField("required_schemas")
+        for key, resources in bootstrap_resources.items():
+            req.required_resources[key].CopyFrom(resources)
+        for key, schema in bootstrap_schemas.items():
+            req.required_schemas[key].CopyFrom(schema)
+        asked = current or fnv1.Requirements()
+        for key, selector in asked.extra_resources.items():
+            req.extra_resources[key].CopyFrom(pool.fetch(selector))
+        for key, selector in asked.resources.items():
+            req.required_resources[key].CopyFrom(pool.fetch(selector))
+        for key in asked.schemas:
+            # No schema source offline: resolved, nothing found (like render without -s).
+            req.required_schemas[key].CopyFrom(fnv1.Schema())
+        # Context carries between rounds; desired state from this round is discarded.
+        if rsp.HasField("context"):
+            req.context.CopyFrom(rsp.context)
+        else:
+            req.ClearField("context")
+    raise FunctionCallError(
+        "requirements didn't stabilize after the maximum number of iterations "
+        f"({MAX_REQUIREMENT_ITERATIONS})"
+    )
+
+
+def _condition(condition: fnv1.Condition) -> JSON:
+    out: JSON = {
+        "type": condition.type,
+        "status": _CONDITION_STATUS_NAMES.get(condition.status, "Unknown"),
+        "reason": condition.reason,
+    }
+    if condition.HasField("message"):
+        out["message"] = condition.message
+    return out
+
+
+def _result(step: str, result: fnv1.Result) -> JSON:
+    out: JSON = {
+        "step": step,
+        "severity": fnv1.Severity.Name(result.severity),
+        "message": result.message,
+    }
+    if result.HasField("reason"):
+        out["reason"] = result.reason
+    return out
+
+
+def _credentials(
+    step: JSON, secrets: Mapping[str, Mapping[str, bytes]]
+) -> dict[str, fnv1.Credentials]:
+    out: dict[str, fnv1.Credentials] = {}
+    for credential in step.get("credentials") or []:
+        ref = credential.get("secretRef")
+        if credential.get("source") != "Secret" or not ref:
+            continue
+        key = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
+        if key not in secrets:
+            name = ref.get("name", "")
+            raise FunctionCallError(
+                f'cannot get credentials from secret "{name}": secret "{name}" not found'
+            )
+        out[credential["name"]] = fnv1.Credentials(
+            credential_data=fnv1.CredentialData(data=dict(secrets[key]))
+        )
+    return out
+
+
+def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
+    host: FunctionHost,
+    composition: JSON,
+    xr: JSON,
+    observed: dict[str, JSON],
+    required: list[JSON],
+    context: JSON | None = None,
+    credentials: dict[str, dict[str, bytes]] | None = None,
+    honour_namespaces: bool = True,
+) -> PipelineResult:
+    """Run every step of ``composition`` for ``xr`` (render.md §1.8-1.9).
+
+    ``observed`` maps composition resource names to observed composed objects. ``required`` is
+    the pool requirements are resolved from. ``credentials`` maps ``"<namespace>/<name>"`` of a
+    Secret to its data. Raises PipelineError on a Fatal result or a failing step.
+    """
+    observed_state = fnv1.State(
+        composite=fnv1.Resource(resource=_struct(xr)),
+        resources={name: fnv1.Resource(resource=_struct(obj)) for name, obj in observed.items()},
+    )
+    pool = ResourcePool(list(required), honour_namespaces=honour_namespaces)
+    desired = fnv1.State()
+    pipeline_context: struct_pb2.Struct | None = _struct(context or {})
+    conditions: list[JSON] = []
+    results: list[JSON] = []
+    ttl: float | None = None
+
+    for step in (composition.get("spec") or {}).get("pipeline") or []:
+        step_name = step.get("step", "")
+        function_name = (step.get("functionRef") or {}).get("name", "")
+        try:
+            req = fnv1.RunFunctionRequest(
+                meta=fnv1.RequestMeta(capabilities=CAPABILITIES),
+                observed=observed_state,
+                desired=desired,
+                credentials=_credentials(step, credentials or {}),
+            )
+            if pipeline_context is not None:
+                req.context.CopyFrom(pipeline_context)
+            if step.get("input") is not None:
+                req.input.CopyFrom(_struct(step["input"]))
+            selectors, schema_names = _bootstrap(step)
+            for key, selector in selectors.items():
+                req.required_resources[key].CopyFrom(pool.fetch(selector))
+            for key in schema_names:
+                req.required_schemas[key].CopyFrom(fnv1.Schema())
+            rsp = run_with_requirements(
+                lambda r, n=function_name: host.run_function(n, r), req, pool
+            )
+        except FunctionCallError as err:
+            raise PipelineError(
+                f'cannot run pipeline step "{step_name}": {err}', conditions, results
+            ) from err
+
+        if rsp.meta.HasField("ttl"):
+            seconds = rsp.meta.ttl.ToTimedelta().total_seconds()
+            if seconds > 0:
+                ttl = seconds if ttl is None else min(ttl, seconds)
+        desired = rsp.desired  # replaces, never merges (an omitted desired wipes the state)
+        pipeline_context = rsp.context if rsp.HasField("context") else None
+        conditions.extend(
+            _condition(c) for c in rsp.conditions if c.type not in SYSTEM_CONDITION_TYPES
+        )
+        for result in rsp.results:
+            if result.severity == fnv1.SEVERITY_FATAL:
+                raise PipelineError(
+                    f'pipeline step "{step_name}" returned a fatal result: {result.message}',
+                    conditions,
+                    results,
+                )
+            results.append(_result(step_name, result))
+
+    return PipelineResult(
+        desired_composite=to_plain(desired.composite.resource),
+        composite_ready=_READY_NAMES.get(desired.composite.ready, "Unspecified"),
+        resources={
+            name: DesiredResource(
+                body=to_plain(resource.resource),
+                ready=_READY_NAMES.get(resource.ready, "Unspecified"),
+            )
+            for name, resource in desired.resources.items()
+        },
+        conditions=conditions,
+        results=results,
+        context=to_plain(pipeline_context) if pipeline_context is not None else {},
+        ttl=ttl,
+    )
