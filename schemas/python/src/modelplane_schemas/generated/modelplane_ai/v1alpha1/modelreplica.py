@@ -63,8 +63,8 @@ class SecretKeyRef(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    name: Annotated[str, Field(min_length=1)]
-    key: Annotated[str, Field(min_length=1)]
+    name: str
+    key: str
     optional: bool | None = None
 
 
@@ -73,8 +73,8 @@ class ConfigMapKeyRef(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    name: Annotated[str, Field(min_length=1)]
-    key: Annotated[str, Field(min_length=1)]
+    name: str
+    key: str
     optional: bool | None = None
 
 
