@@ -1,9 +1,135 @@
-"""`modelplane validate` (being written)."""
+"""`modelplane validate PATH...`: what `kubectl apply --dry-run=server` would say, offline."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import click
+import yaml
+
+from modelplane import xrd
+from modelplane.validation import Problem, relative, validate_object
+
+SUFFIXES = (".yaml", ".yml")
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    file: str
+    line: int  # 1-based line where the document starts
+    body: Any
+
+
+def manifest_files(paths: list[Path]) -> Iterator[Path]:
+    """The files named, and every *.yaml/*.yml below the directories named, sorted."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+        else:
+            yield path
+
+
+def read_documents(path: Path) -> tuple[list[Document], list[str]]:
+    """Every non-empty document of a (multi-document) YAML file, and parse errors."""
+    name = relative(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        return [], [f"{name}: cannot read: {err}"]
+    documents: list[Document] = []
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            body = loader.construct_document(node)
+            if body is not None:
+                documents.append(Document(name, node.start_mark.line + 1, body))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        problem = getattr(err, "problem", None) or str(err)
+        return documents, [f"{where}: invalid YAML: {problem}"]
+    finally:
+        loader.dispose()
+    return documents, []
+
+
+def catalog_with(documents: list[Document]) -> xrd.Catalog:
+    """The repository's XRDs and Compositions, plus (overriding) those among the inputs."""
+    try:
+        base = xrd.catalog()
+    except FileNotFoundError:
+        base = xrd.Catalog({}, {})
+    definitions = dict(base.definitions)
+    compositions = {key: list(value) for key, value in base.compositions.items()}
+    for doc in documents:
+        body = doc.body
+        if not isinstance(body, dict) or not str(body.get("apiVersion", "")).startswith(
+            "apiextensions.crossplane.io/"
+        ):
+            continue
+        try:
+            if body.get("kind") == "CompositeResourceDefinition":
+                definition = xrd.Definition(Path(doc.file), body)
+                definitions[(definition.group, definition.kind)] = definition
+            elif body.get("kind") == "Composition":
+                ref = body["spec"]["compositeTypeRef"]
+                compositions.setdefault((ref["apiVersion"], ref["kind"]), []).insert(
+                    0, (Path(doc.file), body)
+                )
+        except (KeyError, TypeError):
+            continue  # malformed; validate_object reports it
+    return xrd.Catalog(definitions, compositions)
+
+
+def validate_paths(paths: list[Path]) -> tuple[int, list[str]]:
+    """(number of valid objects, every problem as a line)."""
+    documents: list[Document] = []
+    errors: list[str] = []
+    for path in paths:
+        if not path.exists():
+            errors.append(f"{path}: no such file or directory")
+    for file in manifest_files([p for p in paths if p.exists()]):
+        found, parse_errors = read_documents(file)
+        documents.extend(found)
+        errors.extend(parse_errors)
+    catalog = catalog_with(documents)
+    valid = 0
+    for doc in documents:
+        problems = _validate(doc, catalog)
+        errors.extend(str(p) for p in problems)
+        valid += not problems
+    return valid, errors
+
+
+def _validate(doc: Document, catalog: xrd.Catalog) -> list[Problem]:
+    try:
+        return validate_object(doc.body, doc.file, catalog)
+    except Exception as err:  # a bug here must still name the object, never a traceback
+        kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
+        return [Problem(doc.file, str(kind), f"(line {doc.line})", "", f"internal error: {err!r}")]
 
 
 @click.command("validate")
-def command() -> None:
-    """Not available yet."""
-    raise click.ClickException("modelplane validate is not implemented yet")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+def command(paths: tuple[Path, ...]) -> None:
+    """Validate manifests as the API server would: XRs against their XRD (schema, defaults,
+    CEL rules), other kinds against their CRD or core schema, XRDs and Compositions themselves.
+
+    PATH is a YAML file or a directory (searched recursively for *.yaml and *.yml).
+    """
+    valid, errors = validate_paths(list(paths))
+    for line in errors:
+        click.echo(line, err=True)
+    noun = "object" if valid == 1 else "objects"
+    summary = f"{valid} {noun} valid"
+    if errors:
+        click.echo(f"{summary}; {len(errors)} problem(s)", err=True)
+        sys.exit(1)
+    click.echo(summary)

@@ -1,0 +1,324 @@
+"""Validating a value against a Kubernetes structural OpenAPI v3 schema, as the API server does.
+
+`check_value` walks the value and the schema together and returns (path, message) pairs: first
+the OpenAPI ones (types, required, enum, bounds, formats, list types, unknown fields), then one
+per failing `x-kubernetes-validations` rule. Paths use the API server's notation:
+``spec.devices[0].attributes[model]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import ipaddress
+import json
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from modelplane import celrules
+
+JSON = dict[str, Any]
+Issue = tuple[str, str]  # (field path, message)
+
+INT64 = (-(2**63), 2**63 - 1)
+INT32 = (-(2**31), 2**31 - 1)
+CEL_REASONS = {
+    "FieldValueInvalid": "",
+    "FieldValueForbidden": "Forbidden: ",
+    "FieldValueRequired": "Required value: ",
+    "FieldValueDuplicate": "Duplicate value: ",
+}
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _matches_type(kind: str, value: Any) -> bool:
+    actual = _type_name(value)
+    if kind == "number":
+        return actual in ("number", "integer")
+    if kind == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return actual == kind
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_format(fmt: str, value: Any) -> str | None:
+    """An error for a value that does not match a format the API server checks."""
+    if fmt in ("int32", "int64") and isinstance(value, int) and not isinstance(value, bool):
+        low, high = INT32 if fmt == "int32" else INT64
+        return None if low <= value <= high else f"must fit in {fmt}"
+    if not isinstance(value, str):
+        return None
+    try:
+        if fmt == "date-time":
+            datetime.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            if "T" not in value.upper():
+                raise ValueError
+        elif fmt == "date":
+            datetime.date.fromisoformat(value)
+        elif fmt == "byte":
+            base64.b64decode(value, validate=True)
+        elif fmt == "uuid":
+            uuid.UUID(value)
+        elif fmt == "ipv4":
+            ipaddress.IPv4Address(value)
+        elif fmt == "ipv6":
+            ipaddress.IPv6Address(value)
+        elif fmt == "cidr":
+            ipaddress.ip_network(value, strict=False)
+        else:
+            return None
+    except ValueError:
+        return f"must be of format {fmt}"
+    return None
+
+
+@dataclasses.dataclass
+class _Walk:
+    """State of one validation: collected issues, whether to report unknown fields."""
+
+    unknown_fields: bool = True
+    issues: list[Issue] = dataclasses.field(default_factory=list)
+    rule_issues: list[Issue] = dataclasses.field(default_factory=list)
+    allowed: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+
+    def add(self, path: str, message: str) -> None:
+        self.issues.append((path, message))
+
+
+def check_value(
+    schema: JSON,
+    value: Any,
+    path: str = "",
+    *,
+    unknown_fields: bool = True,
+    allowed_extra: dict[str, set[str]] | None = None,
+) -> list[Issue]:
+    """Every problem with ``value`` under ``schema``; ``allowed_extra`` maps a path to field
+    names accepted there though the schema does not declare them (Crossplane's own fields)."""
+    walk = _Walk(unknown_fields=unknown_fields, allowed=allowed_extra or {})
+    _check(walk, schema, value, path)
+    return walk.issues + walk.rule_issues
+
+
+def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
+    """Validate one node; returns False when its type is wrong (its rules are then skipped)."""
+    if value is None:
+        if schema.get("nullable"):
+            return True
+        walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
+        return False
+    if schema.get("x-kubernetes-int-or-string"):
+        if not (isinstance(value, str) or _matches_type("integer", value)):
+            walk.add(path, f"Invalid value: {_short(value)}: must be an integer or a string")
+            return False
+    elif (kind := schema.get("type")) and not _matches_type(kind, value):
+        walk.add(path, f"Invalid value: {_short(value)}: must be of type {kind}")
+        return False
+    _check_values(walk, schema, value, path)
+    for junctor in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(junctor) or []:
+            _check_values(walk, sub, value, path)
+    if isinstance(value, dict):
+        _check_object(walk, schema, value, path)
+    elif isinstance(value, list):
+        _check_array(walk, schema, value, path)
+    _check_rules(walk, schema, value, path)
+    return True
+
+
+def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+    """Value validations (no structure): enum, bounds, lengths, pattern, format."""
+    if "enum" in schema and value not in schema["enum"]:
+        supported = ", ".join(_short(v) for v in schema["enum"])
+        walk.add(path, f"Unsupported value: {_short(value)}: supported values: {supported}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema:
+            low = schema["minimum"]
+            if value < low or (schema.get("exclusiveMinimum") and value == low):
+                relation = "greater than" if schema.get("exclusiveMinimum") else "greater than or"
+                equal = "" if schema.get("exclusiveMinimum") else " equal to"
+                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {low}")
+        if "maximum" in schema:
+            high = schema["maximum"]
+            if value > high or (schema.get("exclusiveMaximum") and value == high):
+                relation = "less than" if schema.get("exclusiveMaximum") else "less than or"
+                equal = "" if schema.get("exclusiveMaximum") else " equal to"
+                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {high}")
+        if schema.get("multipleOf") and value % schema["multipleOf"]:
+            walk.add(path, f"Invalid value: {value}: must be a multiple of {schema['multipleOf']}")
+    if isinstance(value, str):
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            walk.add(path, f"Too long: may not be more than {schema['maxLength']} characters")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            walk.add(
+                path,
+                f"Invalid value: {_short(value)}: should be at least "
+                f"{schema['minLength']} chars long",
+            )
+        if "pattern" in schema and not _search(schema["pattern"], value):
+            walk.add(path, f"Invalid value: {_short(value)}: should match '{schema['pattern']}'")
+    if (fmt := schema.get("format")) and (problem := _check_format(fmt, value)):
+        walk.add(path, f"Invalid value: {_short(value)}: {problem}")
+    if isinstance(value, list):
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            walk.add(path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            walk.add(
+                path, f"Invalid value: {len(value)}: must have at least {schema['minItems']} items"
+            )
+    if isinstance(value, dict):
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            walk.add(
+                path,
+                f"Too many: {len(value)}: must have at most {schema['maxProperties']} properties",
+            )
+        if "minProperties" in schema and len(value) < schema["minProperties"]:
+            walk.add(
+                path,
+                f"Invalid value: {len(value)}: must have at least "
+                f"{schema['minProperties']} properties",
+            )
+        for name in schema.get("required") or []:
+            if name not in value:
+                walk.add(join(path, name), "Required value")
+
+
+def _search(pattern: str, value: str) -> bool:
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        return True  # check_definition reports the bad pattern itself
+
+
+def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
+    properties: JSON = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
+    embedded = schema.get("x-kubernetes-embedded-resource")
+    allowed = walk.allowed.get(path, set())
+    for name, item in value.items():
+        child = f"{path}[{name}]" if isinstance(extra, dict) else join(path, name)
+        if name in properties:
+            _check(walk, properties[name], item, child)
+        elif isinstance(extra, dict):
+            _check(walk, extra, item, child)
+        elif embedded and name in ("apiVersion", "kind", "metadata"):
+            continue
+        elif not keep_unknown and walk.unknown_fields and name not in allowed:
+            walk.add(child, f'unknown field "{name}" (not declared in the schema)')
+
+
+def _check_array(walk: _Walk, schema: JSON, value: list[Any], path: str) -> None:
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for index, item in enumerate(value):
+            _check(walk, items, item, f"{path}[{index}]")
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "set" or schema.get("uniqueItems"):
+        seen: list[Any] = []
+        for index, item in enumerate(value):
+            if item in seen:
+                walk.add(f"{path}[{index}]", f"Duplicate value: {_short(item)}")
+            else:
+                seen.append(item)
+    elif list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        defaults = {k: ((items or {}).get("properties") or {}).get(k, {}) for k in keys}
+        seen_keys: set[str] = set()
+        for index, item in enumerate(value):
+            if not isinstance(item, dict):
+                continue
+            key = {k: item.get(k, defaults[k].get("default")) for k in keys}
+            encoded = json.dumps(key, sort_keys=True)
+            if encoded in seen_keys:
+                walk.add(f"{path}[{index}]", f"Duplicate value: {encoded}")
+            seen_keys.add(encoded)
+
+
+def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+    rules = schema.get("x-kubernetes-validations") or []
+    if not rules:
+        return
+    bound: Any = None
+    for rule in rules:
+        source = rule.get("rule", "")
+        try:
+            compiled = celrules.compile_rule(source)
+        except celrules.RuleError as err:
+            walk.rule_issues.append((path, f"Invalid value: rule {source!r}: {err}"))
+            continue
+        if compiled.uses_old_self:
+            continue  # transition rules only run on update; offline there is no old object
+        if bound is None:
+            bound = celrules.to_cel(value, schema)
+        issue = evaluate_rule(rule, compiled, bound)
+        if issue is not None:
+            target = path
+            if field_path := rule.get("fieldPath"):
+                target = path + (
+                    field_path if field_path.startswith((".", "[")) else "." + field_path
+                )
+            walk.rule_issues.append((target.lstrip("."), issue))
+
+
+def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | None:
+    """The API server's message for a failing rule, or None when it holds."""
+    try:
+        result = compiled.evaluate({"self": bound})
+    except Exception as err:  # celpy raises CELEvalError and, rarely, Python errors
+        result = err
+    if celrules.is_true(result):
+        return None
+    if isinstance(result, BaseException) or celrules.is_error(result):
+        return f"Invalid value: {celrules.describe_error(result)} evaluating rule: {rule['rule']}"
+    prefix = CEL_REASONS.get(rule.get("reason", "FieldValueInvalid"), "")
+    message = rule.get("message") or f"failed rule: {rule['rule']}"
+    if expression := rule.get("messageExpression"):
+        try:
+            custom = celrules.compile_rule(expression).evaluate({"self": bound})
+            if isinstance(custom, str) and custom.strip() and "\n" not in custom:
+                message = str(custom)
+        except Exception:
+            pass
+    return prefix + message
+
+
+def walk_schemas(schema: JSON, path: str = "") -> Iterable[tuple[str, JSON]]:
+    """Every schema node below ``schema`` (itself included) with its path in the schema."""
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        if isinstance(sub, dict):
+            yield from walk_schemas(sub, f"{path}.properties.{name}")
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(schema.get(key), dict):
+            yield from walk_schemas(schema[key], f"{path}.{key}")
+    for key in ("allOf", "anyOf", "oneOf"):
+        for index, sub in enumerate(schema.get(key) or []):
+            if isinstance(sub, dict):
+                yield from walk_schemas(sub, f"{path}.{key}[{index}]")

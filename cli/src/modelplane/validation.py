@@ -1,0 +1,720 @@
+"""What ``kubectl apply --dry-run=server`` would say about a manifest, offline.
+
+* Modelplane kinds (XRDs in apis/): the XRD's structural schema after defaulting, then every
+  ``x-kubernetes-validations`` CEL rule (``celrules``).
+* Other kinds: the generated Pydantic models (``modelplane_schemas.generated``), else the core
+  Kubernetes schemas of ``kubernetes-validate`` (strict, Kubernetes ``KUBERNETES_VERSION``).
+* XRDs and Compositions themselves: ``check_definition`` and ``check_composition``.
+
+Every function returns a list of ``Problem``; an empty list means the API server would accept it.
+See design/validation.md for what is modelled and what is not.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pydantic
+from kubernetes_validate import utils as kubernetes_validate
+
+from modelplane import celrules, openapi, repo, xrd
+from modelplane.openapi import join
+
+JSON = dict[str, Any]
+KUBERNETES_VERSION = "1.33"
+GENERATED = "modelplane_schemas.generated"
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+# Fields Crossplane adds to every XR's schema (apiextensions.crossplane.io/v2 XRDs).
+XR_SPEC_FIELDS = {"crossplane"}
+# ... and to legacy (v1 or LegacyCluster) XRs.
+LEGACY_XR_SPEC_FIELDS = {
+    "compositionRef", "compositionSelector", "compositionRevisionRef",
+    "compositionRevisionSelector", "compositionUpdatePolicy", "claimRef", "resourceRefs",
+    "writeConnectionSecretToRef", "publishConnectionDetailsTo", "environmentConfigRefs",
+}  # fmt: skip
+XR_STATUS_FIELDS = {"conditions", "crossplane", "connectionDetails", "claimConditionTypes"}
+VALID_RULE_REASONS = set(openapi.CEL_REASONS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    file: str
+    kind: str
+    name: str
+    path: str  # field path inside the object, "" for the object as a whole
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.file}: {self.kind}/{self.name}: {where}{self.message}"
+
+
+def _identity(obj: Any) -> tuple[str, str]:
+    if not isinstance(obj, dict):
+        return "?", "?"
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = metadata.get("name") or metadata.get("generateName") or "?"
+    return str(obj.get("kind") or "?"), str(name)
+
+
+def _problems(source: str, obj: Any, issues: list[tuple[str, str]]) -> list[Problem]:
+    kind, name = _identity(obj)
+    return [Problem(source, kind, name, path, message) for path, message in issues]
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects
+
+
+def validate_object(
+    obj: Any, source: str = "<object>", catalog: xrd.Catalog | None = None
+) -> list[Problem]:
+    """Every problem the API server would report for ``obj`` (and for an XRD or Composition,
+    the problems its own checks would find)."""
+    if not isinstance(obj, dict):
+        return [Problem(source, "?", "?", "", "not a Kubernetes object (expected a mapping)")]
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    missing = [k for k, v in (("apiVersion", api_version), ("kind", kind)) if not v]
+    if missing:
+        return _problems(source, obj, [(k, "Required value") for k in missing])
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return _problems(source, obj, [("", "apiVersion and kind must be strings")])
+    catalog = catalog or xrd.catalog()
+    definition = catalog.definition_for(api_version, kind)
+    if definition is not None:
+        return _validate_composite(obj, source, definition)
+    problems = _problems(source, obj, _check_metadata(obj))
+    if kind == "CompositeResourceDefinition" and api_version.startswith(
+        "apiextensions.crossplane.io/"
+    ):
+        return problems + check_definition(obj, source)
+    if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
+        return problems + check_composition(obj, source, catalog)
+    model = generated_model(api_version, kind)
+    if model is not None:
+        return problems + _validate_with_model(obj, source, model)
+    return problems + _validate_core(obj, source)
+
+
+def validate_xr(obj: JSON, catalog: xrd.Catalog | None = None) -> list[Problem]:
+    """Problems with a composite resource of a Modelplane kind (render calls this first).
+
+    An object whose kind no XRD defines gets one Problem saying so.
+    """
+    catalog = catalog or xrd.catalog()
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    definition = catalog.definition_for(api_version, kind)
+    if definition is None:
+        return _problems(
+            "<xr>", obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
+        )
+    return _validate_composite(obj, "<xr>", definition)
+
+
+def defaulted(obj: JSON, catalog: xrd.Catalog | None = None) -> JSON:
+    """``obj`` as the API server would store it: nulls pruned and schema defaults applied."""
+    catalog = catalog or xrd.catalog()
+    definition = catalog.definition_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+    schema = definition.schema(str(obj.get("apiVersion"))) if definition else None
+    if schema is None:
+        return copy.deepcopy(obj)
+    return xrd.apply_defaults(schema, _prune_nulls(schema, obj))
+
+
+def _prune_nulls(schema: JSON, value: Any) -> Any:
+    """Drop null fields the schema does not mark nullable, as the API server does before
+    defaulting (so a null field with a default gets the default)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        out = {}
+        for name, item in value.items():
+            sub = properties.get(name, extra if isinstance(extra, dict) else {})
+            if item is None and not sub.get("nullable"):
+                continue
+            out[name] = _prune_nulls(sub, item)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_prune_nulls(schema["items"], item) for item in value]
+    return value
+
+
+def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> list[Problem]:
+    api_version = str(obj["apiVersion"])
+    schema = definition.schema(api_version)
+    if schema is None:
+        served = ", ".join(
+            f"{definition.group}/{v['name']}" for v in definition.body["spec"]["versions"]
+        )
+        return _problems(
+            source, obj, [("apiVersion", f"{api_version} is not served (served: {served})")]
+        )
+    for version in definition.body["spec"]["versions"]:
+        if f"{definition.group}/{version['name']}" == api_version and not version.get(
+            "served", True
+        ):
+            return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
+    issues = _check_metadata(obj)
+    value = defaulted(obj, xrd.Catalog({(definition.group, definition.kind): definition}, {}))
+    legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
+        definition.body["spec"].get("scope") == "LegacyCluster"
+    )
+    allowed = {
+        "": {"apiVersion", "kind", "metadata"},
+        "spec": LEGACY_XR_SPEC_FIELDS if legacy else XR_SPEC_FIELDS,
+        "status": XR_STATUS_FIELDS,
+    }
+    root = celrules.with_object_meta(schema)
+    for path, message in openapi.check_value(root, value, allowed_extra=allowed):
+        if path.startswith("metadata") or path in ("apiVersion", "kind"):
+            continue  # identity and metadata are checked above, as ObjectMeta
+        issues.append((path, message))
+    return _problems(source, obj, issues)
+
+
+def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
+    """The ObjectMeta checks every kind gets: a valid name, string labels and annotations."""
+    metadata = obj.get("metadata")
+    if metadata is None:
+        return [("metadata.name", "Required value: name or generateName is required")]
+    if not isinstance(metadata, dict):
+        return [("metadata", "Invalid value: must be an object")]
+    issues: list[tuple[str, str]] = []
+    name = metadata.get("name")
+    if name is None and not metadata.get("generateName"):
+        issues.append(("metadata.name", "Required value: name or generateName is required"))
+    elif name is not None and (
+        not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name)
+    ):
+        issues.append(
+            (
+                "metadata.name",
+                f"Invalid value: {json.dumps(name)}: a lowercase RFC 1123 subdomain must consist "
+                "of lower case alphanumeric characters, '-' or '.', and must start and end "
+                "with an alphanumeric character",
+            )
+        )
+    namespace = metadata.get("namespace")
+    if namespace is not None and (
+        not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.match(namespace)
+    ):
+        issues.append(("metadata.namespace", f"Invalid value: {json.dumps(namespace)}"))
+    for field in ("labels", "annotations"):
+        values = metadata.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            issues.append((f"metadata.{field}", "Invalid value: must be a map of strings"))
+            continue
+        for key, item in values.items():
+            if not isinstance(item, str):
+                issues.append(
+                    (f"metadata.{field}[{key}]", f"Invalid value: {item!r}: must be a string")
+                )
+            elif field == "labels" and (len(item) > 63 or not _LABEL_VALUE.match(item)):
+                issues.append((f"metadata.labels[{key}]", f"Invalid value: {item!r}"))
+            if not _valid_qualified_name(str(key)):
+                issues.append((f"metadata.{field}", f"Invalid value: {key!r}: invalid key"))
+    return issues
+
+
+def _valid_qualified_name(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+# ---------------------------------------------------------------------------------------------
+# Other kinds: generated models and core Kubernetes schemas
+
+
+def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
+    """The generated model of a CRD kind, or None if there is none."""
+    group, _, version = api_version.rpartition("/")
+    if not group:
+        return None
+    package = group.replace(".", "_").replace("-", "_")
+    try:
+        module = importlib.import_module(f"{GENERATED}.{package}.{version}.{kind.lower()}")
+    except ImportError:
+        return None
+    model = getattr(module, kind, None)
+    return model if isinstance(model, type) and issubclass(model, pydantic.BaseModel) else None
+
+
+def _validate_with_model(obj: JSON, source: str, model: type[pydantic.BaseModel]) -> list[Problem]:
+    try:
+        model.model_validate(obj)
+    except pydantic.ValidationError as err:
+        by_path: dict[str, list[str]] = {}
+        for error in err.errors():
+            path = _pydantic_path(obj, error["loc"], error["type"])
+            message = _pydantic_message(error)
+            by_path.setdefault(path, [])
+            if message not in by_path[path]:
+                by_path[path].append(message)
+        return _problems(source, obj, [(p, " or ".join(m)) for p, m in by_path.items()])
+    return []
+
+
+def _pydantic_path(obj: Any, loc: tuple[Any, ...], error_type: str) -> str:
+    """Turn a pydantic location into a field path, skipping union and validator tags."""
+    path, current = "", obj
+    for index, part in enumerate(loc):
+        last = index == len(loc) - 1
+        if isinstance(current, dict) and isinstance(part, str) and part in current:
+            path, current = join(path, part), current[part]
+        elif isinstance(current, list) and isinstance(part, int) and part < len(current):
+            path, current = f"{path}[{part}]", current[part]
+        elif last and error_type == "missing" and isinstance(part, str):
+            path = join(path, part)
+    return path
+
+
+def _pydantic_message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "Required value"
+    if kind == "extra_forbidden":
+        return "unknown field (not declared in the schema)"
+    value = error.get("input")
+    shown = json.dumps(value, default=str) if not isinstance(value, dict | list) else kind
+    return f"Invalid value: {shown}: {error['msg']}"
+
+
+@cache
+def _core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    """A validator for a core kind in kubernetes-validate's strict schemas, or None."""
+    version = kubernetes_validate.major_minor(KUBERNETES_VERSION)
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    directory = f"kubernetes-json-schema/v{version}.0-local-strict"
+    try:
+        schema = kubernetes_validate.schema_contents(
+            f"{directory}/{kind.lower()}-{api}.json", KUBERNETES_VERSION
+        )
+    except (FileNotFoundError, kubernetes_validate.VersionNotSupportedError):
+        return None
+    if not _core_group_matches(schema, api_version, kind):
+        return None
+    definitions = kubernetes_validate.schema_contents(
+        f"{directory}/_definitions.json", KUBERNETES_VERSION
+    )
+    from referencing import Registry, Resource  # noqa: PLC0415 - kubernetes-validate's dep
+
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _core_group_matches(schema: JSON, api_version: str, kind: str) -> bool:
+    """kubernetes-validate names files by the group's first label; make sure the full group
+    matches (so gateway.networking.k8s.io is not mistaken for networking.k8s.io)."""
+    gvks = schema.get("x-kubernetes-group-version-kind")
+    if not gvks:
+        return True
+    group, _, version = api_version.rpartition("/")
+    return any(
+        g.get("group", "") == group and g.get("version") == version and g.get("kind") == kind
+        for g in gvks
+    )
+
+
+def _validate_core(obj: JSON, source: str) -> list[Problem]:
+    validator = _core_validator(str(obj["apiVersion"]), str(obj["kind"]))
+    if validator is None:
+        return _problems(
+            source,
+            obj,
+            [("", f"no schema for apiVersion {obj['apiVersion']} kind {obj['kind']}")],
+        )
+    issues = []
+    for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+        path = ""
+        for part in error.absolute_path:
+            path = f"{path}[{part}]" if isinstance(part, int) else join(path, str(part))
+        issues.append((path, _jsonschema_message(error)))
+    return _problems(source, obj, issues)
+
+
+def _jsonschema_message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        return f"unknown field: {error.message}"
+    if error.validator == "required":
+        return f"Required value: {error.message}"
+    return f"Invalid value: {error.message}"
+
+
+# ---------------------------------------------------------------------------------------------
+# XRDs
+
+
+def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
+    """The API server's (and Crossplane's) checks of an XRD: structural schemas, defaults,
+    list-map keys, and every CEL rule compiling within the cost budget."""
+    issues: list[tuple[str, str]] = []
+    spec = definition.get("spec")
+    if not isinstance(spec, dict):
+        return _problems(source, definition, [("spec", "Required value")])
+    for field in ("group", "names"):
+        if not spec.get(field):
+            issues.append((f"spec.{field}", "Required value"))
+    names = spec.get("names") or {}
+    for field in ("kind", "plural"):
+        if not names.get(field):
+            issues.append((f"spec.names.{field}", "Required value"))
+    expected = f"{names.get('plural')}.{spec.get('group')}"
+    name = (definition.get("metadata") or {}).get("name")
+    if names.get("plural") and spec.get("group") and name != expected:
+        issues.append(("metadata.name", f"Invalid value: {name!r}: must be {expected!r}"))
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        issues.append(("spec.versions", "Required value: at least one version"))
+        versions = []
+    if versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
+        issues.append(("spec.versions", "exactly one version must be referenceable"))
+    seen: set[str] = set()
+    for index, version in enumerate(versions):
+        base = f"spec.versions[{index}]"
+        if version.get("name") in seen:
+            issues.append((f"{base}.name", f"Duplicate value: {version.get('name')!r}"))
+        seen.add(version.get("name"))
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if not isinstance(schema, dict):
+            issues.append((f"{base}.schema.openAPIV3Schema", "Required value"))
+            continue
+        issues.extend(
+            check_schema(celrules.with_object_meta(schema), f"{base}.schema.openAPIV3Schema")
+        )
+    return _problems(source, definition, issues)
+
+
+def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str, str]]:
+    """Structural-schema, default, list-type and CEL (compile + cost) checks of one schema."""
+    issues: list[tuple[str, str]] = []
+    if schema.get("type") != "object":
+        issues.append((f"{base}.type", "Required value: must be object at the root"))
+    total_cost = 0
+    for path, node, cardinality, in_junctor in _schema_nodes(schema):
+        where = base + path
+        issues.extend((f"{where}.{p}" if p else where, m) for p, m in _check_node(node, in_junctor))
+        if in_junctor:
+            continue
+        if "default" in node:
+            for sub_path, message in openapi.check_value(node, node["default"]):
+                issues.append((join(f"{where}.default", sub_path).rstrip("."), message))
+        for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
+            rule_issues, cost = _check_rule(rule, node, cardinality)
+            total_cost += cost
+            issues.extend(
+                (f"{where}.x-kubernetes-validations[{index}].{p}", m) for p, m in rule_issues
+            )
+    if total_cost > celrules.STATIC_CRD_COST_LIMIT:
+        issues.append(
+            (
+                base,
+                "Forbidden: "
+                + _cost_message(
+                    "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 "
+                    "schema",
+                    total_cost,
+                    celrules.STATIC_CRD_COST_LIMIT,
+                ),
+            )
+        )
+    return issues
+
+
+def _schema_nodes(schema: JSON) -> list[tuple[str, JSON, int, bool]]:
+    """(path, node, max times the node can occur in one object, inside allOf/anyOf/oneOf/not)."""
+    out: list[tuple[str, JSON, int, bool]] = []
+
+    def visit(node: JSON, path: str, cardinality: int, in_junctor: bool) -> None:
+        out.append((path, node, cardinality, in_junctor))
+        for name, sub in (node.get("properties") or {}).items():
+            if isinstance(sub, dict):
+                visit(sub, f"{path}.properties.{name}", cardinality, in_junctor)
+        if isinstance(node.get("items"), dict):
+            visit(node["items"], f"{path}.items", cardinality * _elements(node), in_junctor)
+        if isinstance(node.get("additionalProperties"), dict):
+            visit(
+                node["additionalProperties"],
+                f"{path}.additionalProperties",
+                cardinality * _elements(node),
+                in_junctor,
+            )
+        for key in ("allOf", "anyOf", "oneOf"):
+            for index, sub in enumerate(node.get(key) or []):
+                if isinstance(sub, dict):
+                    visit(sub, f"{path}.{key}[{index}]", cardinality, True)
+        if isinstance(node.get("not"), dict):
+            visit(node["not"], f"{path}.not", cardinality, True)
+
+    visit(schema, "", 1, False)
+    return out
+
+
+def _elements(node: JSON) -> int:
+    return celrules.max_elements(node)
+
+
+_TYPES = {"object", "array", "string", "integer", "number", "boolean"}
+_JUNCTOR_FORBIDDEN = ("type", "default", "additionalProperties", "nullable", "description")
+_LIST_TYPES = {"atomic", "set", "map"}
+
+
+def _check_node(node: JSON, in_junctor: bool) -> list[tuple[str, str]]:
+    """Structural rules for one schema node; paths are relative to the node."""
+    issues: list[tuple[str, str]] = []
+    kind = node.get("type")
+    int_or_string = node.get("x-kubernetes-int-or-string")
+    preserve = node.get("x-kubernetes-preserve-unknown-fields")
+    if in_junctor:
+        for field in _JUNCTOR_FORBIDDEN:
+            if field in node:
+                issues.append(
+                    (field, "Forbidden: must not be used inside allOf, anyOf, oneOf or not")
+                )
+        return issues
+    if kind is None and not int_or_string and not preserve:
+        issues.append(("type", "Required value: must not be empty for specified object fields"))
+    elif kind is not None and kind not in _TYPES:
+        issues.append(("type", f"Unsupported value: {kind!r}: supported values: {sorted(_TYPES)}"))
+    if int_or_string and kind is not None:
+        issues.append(("type", "Forbidden: must be empty with x-kubernetes-int-or-string"))
+    if "properties" in node and "additionalProperties" in node:
+        issues.append(
+            (
+                "additionalProperties",
+                "Forbidden: additionalProperties and properties are mutual exclusive",
+            )
+        )
+    if node.get("additionalProperties") is False:
+        issues.append(("additionalProperties", "Forbidden: must not be false"))
+    if kind == "array" and not isinstance(node.get("items"), dict):
+        issues.append(("items", "Required value: must be specified for type array"))
+    for field in ("$ref", "definitions", "patternProperties", "dependencies", "additionalItems"):
+        if field in node:
+            issues.append((field, f"Forbidden: {field} is not supported"))
+    if "pattern" in node:
+        try:
+            re.compile(node["pattern"])
+        except re.error as err:
+            issues.append(("pattern", f"Invalid value: {node['pattern']!r}: {err}"))
+    if node.get("enum") and kind:
+        for value in node["enum"]:
+            if not openapi._matches_type(kind, value):
+                issues.append(("enum", f"Invalid value: {value!r}: must be of type {kind}"))
+    issues.extend(_check_list_type(node))
+    return issues
+
+
+def _check_list_type(node: JSON) -> list[tuple[str, str]]:
+    list_type = node.get("x-kubernetes-list-type")
+    keys = node.get("x-kubernetes-list-map-keys")
+    issues: list[tuple[str, str]] = []
+    if list_type is None:
+        if keys:
+            issues.append(
+                ("x-kubernetes-list-map-keys", "Forbidden: requires x-kubernetes-list-type map")
+            )
+        return issues
+    if list_type not in _LIST_TYPES:
+        issues.append(
+            ("x-kubernetes-list-type", f"Unsupported value: {list_type!r}: atomic, set or map")
+        )
+        return issues
+    if node.get("type") != "array":
+        issues.append(("x-kubernetes-list-type", "Forbidden: only allowed on arrays"))
+        return issues
+    items = node.get("items") if isinstance(node.get("items"), dict) else {}
+    if (
+        list_type == "set"
+        and items.get("type") == "object"
+        and items.get("x-kubernetes-map-type") != "atomic"
+    ):
+        issues.append(("items", "Invalid value: set lists must have scalar or atomic items"))
+    if list_type in ("set", "map") and items.get("nullable"):
+        issues.append(
+            ("items.nullable", f"Forbidden: cannot be nullable for list type {list_type}")
+        )
+    if list_type != "map":
+        if keys:
+            issues.append(("x-kubernetes-list-map-keys", "Forbidden: only for list type map"))
+        return issues
+    if not keys:
+        issues.append(("x-kubernetes-list-map-keys", "Required value: at least one key"))
+        return issues
+    if items.get("type") != "object":
+        issues.append(("items.type", "Invalid value: must be object for list type map"))
+        return issues
+    properties = items.get("properties") or {}
+    required = set(items.get("required") or [])
+    for key in keys:
+        prop = properties.get(key)
+        where = f"items.properties.{key}"
+        if prop is None:
+            issues.append(
+                ("x-kubernetes-list-map-keys", f"Invalid value: {key!r}: not a property of items")
+            )
+            continue
+        if prop.get("type") in ("object", "array"):
+            issues.append((f"{where}.type", "Invalid value: list-map keys must be scalars"))
+        if key not in required and "default" not in prop:
+            issues.append(
+                (
+                    f"{where}.default",
+                    "Required value: this property is in x-kubernetes-list-map-keys, so it "
+                    "must have a default or be a required property",
+                )
+            )
+        if prop.get("nullable"):
+            issues.append((f"{where}.nullable", "Forbidden: list-map keys cannot be nullable"))
+    return issues
+
+
+def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str, str]], int]:
+    """Compile one rule (and its messageExpression) and estimate its cost in the schema."""
+    if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
+        return [("rule", "Required value")], 0
+    issues: list[tuple[str, str]] = []
+    cost = 0
+    for field in ("rule", "messageExpression"):
+        source = rule.get(field)
+        if field == "messageExpression" and source is None:
+            continue
+        try:
+            per_call = celrules.estimate_cost(source, node)
+        except celrules.RuleError as err:
+            issues.append((field, f"Invalid value: {source!r}: {err}"))
+            continue
+        expression_cost = per_call * cardinality
+        cost += expression_cost
+        if expression_cost > celrules.STATIC_COST_LIMIT:
+            label = "estimated rule cost" if field == "rule" else "estimated messageExpression cost"
+            issues.append(
+                (
+                    field,
+                    "Forbidden: "
+                    + _cost_message(label, expression_cost, celrules.STATIC_COST_LIMIT),
+                )
+            )
+    message = rule.get("message")
+    if message is not None and (not str(message).strip() or "\n" in str(message)):
+        issues.append(("message", "Invalid value: must be non-empty and on one line"))
+    reason = rule.get("reason")
+    if reason is not None and reason not in VALID_RULE_REASONS:
+        issues.append(
+            (
+                "reason",
+                f"Unsupported value: {reason!r}: supported values: "
+                + ", ".join(sorted(VALID_RULE_REASONS)),
+            )
+        )
+    field_path = rule.get("fieldPath")
+    if field_path and not _valid_field_path(node, str(field_path)):
+        issues.append(("fieldPath", f"Invalid value: {field_path!r}: must be a valid path"))
+    return issues, cost
+
+
+def _valid_field_path(node: JSON, field_path: str) -> bool:
+    """Whether a rule's fieldPath (``.spec.foo``, ``.items['key']``) exists in the schema."""
+    current = node
+    for part in filter(None, re.split(r"\.|\[[^\]]*\]", field_path)):
+        properties = current.get("properties") or {}
+        if part in properties:
+            current = properties[part]
+        elif isinstance(current.get("additionalProperties"), dict):
+            current = current["additionalProperties"]
+        else:
+            return False
+        while isinstance(current.get("items"), dict):
+            current = current["items"]
+    return True
+
+
+def _cost_message(label: str, cost: int, limit: int) -> str:
+    factor = cost / limit
+    if factor > 100:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return (
+        f"{label} exceeds budget by factor of {shown} (try simplifying the rule, or adding "
+        "maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Compositions
+
+
+def check_composition(
+    composition: JSON, source: str = "<composition>", catalog: xrd.Catalog | None = None
+) -> list[Problem]:
+    """A Composition must be Pipeline mode, name its type, and use functions this repo has."""
+    issues: list[tuple[str, str]] = []
+    spec = composition.get("spec")
+    if not isinstance(spec, dict):
+        return _problems(source, composition, [("spec", "Required value")])
+    ref = spec.get("compositeTypeRef")
+    if not isinstance(ref, dict) or not ref.get("apiVersion") or not ref.get("kind"):
+        issues.append(("spec.compositeTypeRef", "Required value: apiVersion and kind"))
+    elif catalog is not None and catalog.definition_for(ref["apiVersion"], ref["kind"]) is None:
+        issues.append(
+            (
+                "spec.compositeTypeRef",
+                f"no XRD defines apiVersion {ref['apiVersion']} kind {ref['kind']}",
+            )
+        )
+    if spec.get("mode", "Pipeline") != "Pipeline":
+        issues.append(("spec.mode", f"Unsupported value: {spec.get('mode')!r}: must be Pipeline"))
+    pipeline = spec.get("pipeline")
+    if not isinstance(pipeline, list) or not pipeline:
+        issues.append(("spec.pipeline", "Required value: at least one step"))
+        pipeline = []
+    functions = repo.root() / "functions"
+    steps: set[str] = set()
+    for index, step in enumerate(pipeline):
+        where = f"spec.pipeline[{index}]"
+        if not isinstance(step, dict):
+            issues.append((where, "Invalid value: must be an object"))
+            continue
+        if not step.get("step"):
+            issues.append((f"{where}.step", "Required value"))
+        elif step["step"] in steps:
+            issues.append((f"{where}.step", f"Duplicate value: {step['step']!r}"))
+        steps.add(step.get("step"))
+        name = (step.get("functionRef") or {}).get("name")
+        if not name:
+            issues.append((f"{where}.functionRef.name", "Required value"))
+        elif not (functions / str(name)).is_dir():
+            issues.append(
+                (
+                    f"{where}.functionRef.name",
+                    f"unknown function {name!r}: no functions/{name} directory in the repository",
+                )
+            )
+    return _problems(source, composition, issues)
+
+
+def relative(path: Path) -> str:
+    """How a file is named in problems: relative to the working directory when possible."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
