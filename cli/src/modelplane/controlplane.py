@@ -1,0 +1,769 @@
+"""An in-process Crossplane control plane: the engine of ``modelplane simulate``.
+
+It holds an object store (keyed by apiVersion, kind, namespace, name, with uid, generation and
+resourceVersion), admits manifests the way the API server would (validation, then structural
+defaulting of XRs), and reconciles every XR whose kind has an XRD in apis/ the way Crossplane's
+XR reconciler does (spec render.md §3): observed composed resources come from
+``spec.crossplane.resourceRefs``, the composition's pipeline runs against real function
+servers, composed resources are named, stamped, garbage-collected and server-side applied per
+field manager, and the XR gets its status, Ready and Synced. Providers are simulated between
+reconciles (``modelplane.providers``). Rounds repeat until nothing changes.
+
+Scenario tests drive it directly: ``load``/``apply``/``patch``/``delete`` objects, ``run`` to a
+fixed point, ``providers.inject`` a failure, read objects back with ``get``/``list``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from modelplane import kube, xrd
+from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
+from modelplane.pipeline import PipelineError, PipelineResult
+from modelplane.providers import ProviderSimulator
+
+RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
+COMPOSITE_LABEL = "crossplane.io/composite"
+CLAIM_LABELS = ("crossplane.io/claim-name", "crossplane.io/claim-namespace")
+PAUSED_ANNOTATION = "crossplane.io/paused"
+FINALIZER = "composite.apiextensions.crossplane.io"
+SYSTEM_CONDITION_TYPES = {"Ready", "Synced", "Healthy", "Responsive"}
+_SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+_UID_NAMESPACE = uuid.UUID("6f1e2b7c-6d6f-4465-8c70-6c616e650000")
+
+
+class PipelineRunner(Protocol):
+    """Runs one composition's pipeline (``modelplane.pipeline.run_pipeline`` bound to a host)."""
+
+    def __call__(
+        self, composition: JSON, xr: JSON, observed: dict[str, JSON], required: list[JSON]
+    ) -> PipelineResult: ...
+
+
+class HostedRunner:
+    """The real runner: every step's function is a gRPC server hosted by a FunctionHost."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def __call__(
+        self, composition: JSON, xr: JSON, observed: dict[str, JSON], required: list[JSON]
+    ) -> PipelineResult:
+        from modelplane.pipeline import run_pipeline  # noqa: PLC0415 - lands with render
+
+        return run_pipeline(self.host, composition, xr, observed, required)
+
+
+class InvalidManifestError(Exception):
+    """A manifest the API server would reject; the message names the file, object and field."""
+
+
+class ComposeError(Exception):
+    """A reconcile that cannot complete (Synced=False, nothing deleted or applied)."""
+
+
+@dataclasses.dataclass
+class RoundReport:
+    number: int
+    reconciled: int
+    changed: list[ObjectKey]
+
+    def line(self) -> str:
+        return f"round {self.number}: {self.reconciled} reconciled, {len(self.changed)} changed"
+
+
+@dataclasses.dataclass
+class Convergence:
+    converged: bool
+    rounds: list[RoundReport]
+    reason: str = ""  # why it stopped without converging
+
+    @property
+    def still_changing(self) -> list[ObjectKey]:
+        return self.rounds[-1].changed if self.rounds and not self.converged else []
+
+
+# (object, source file) -> problems as ``source: Kind/name: field: message`` lines.
+Validator = Callable[[JSON, str], list[str]]
+
+
+class ControlPlane:
+    """The object store, the XR reconciler and the simulated providers."""
+
+    def __init__(
+        self,
+        runner: PipelineRunner,
+        catalog: xrd.Catalog | None = None,
+        providers: ProviderSimulator | None = None,
+        validator: Validator | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.catalog = catalog if catalog is not None else xrd.catalog()
+        self.providers = providers or ProviderSimulator()
+        self.validator = validator if validator is not None else default_validator(self.catalog)
+        self.progress = progress
+        self.functions: list[JSON] = []  # pkg.crossplane.io Functions found by load()
+        self.events: dict[ObjectKey, list[JSON]] = {}
+        self.rounds_run = 0
+        self._objects: dict[ObjectKey, JSON] = {}
+        self._applied: dict[tuple[ObjectKey, str], JSON] = {}  # (object, field manager) -> intent
+        self._serial = 0
+        self._changed: set[ObjectKey] = set()
+        self._verdicts: dict[str, list[str]] = {}
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> JSON | None:
+        return self._objects.get((api_version, kind, namespace or "", name))
+
+    def list(
+        self,
+        api_version: str | None = None,
+        kind: str | None = None,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[JSON]:
+        """Objects sorted by key, filtered like ``kubectl get``."""
+        found = []
+        for key in sorted(self._objects):
+            obj = self._objects[key]
+            if api_version is not None and key[0] != api_version:
+                continue
+            if kind is not None and key[1] != kind:
+                continue
+            if namespace is not None and key[2] != namespace:
+                continue
+            own = (obj.get("metadata") or {}).get("labels") or {}
+            if labels and any(own.get(k) != v for k, v in labels.items()):
+                continue
+            found.append(obj)
+        return found
+
+    def objects(self) -> list[JSON]:
+        return [self._objects[key] for key in sorted(self._objects)]
+
+    def composed_by(self, xr: JSON, recursive: bool = True) -> list[JSON]:
+        """Objects controlled by ``xr`` (and, recursively, by its composed XRs)."""
+        uid = (xr.get("metadata") or {}).get("uid")
+        found = [o for o in self.objects() if _controller_uid(o) == uid]
+        if recursive:
+            for child in list(found):
+                if self.is_composite(child):
+                    found.extend(self.composed_by(child))
+        return found
+
+    def is_composite(self, obj: JSON) -> bool:
+        return self._definition(obj) is not None
+
+    def is_namespaced(self, api_version: str, kind: str) -> bool:
+        definition = self.catalog.definition_for(api_version, kind)
+        if definition is not None:
+            return definition.namespaced
+        return kube.kind_is_namespaced(api_version, kind)
+
+    # --- writing (what a user or a scenario does) ---------------------------------------------
+
+    def load(self, path: Path) -> list[ObjectKey]:
+        """Apply every manifest in a file or (recursively) a directory, validating all first."""
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(p for p in path.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+        )
+        if not files:
+            raise InvalidManifestError(f"{path}: no .yaml or .yml files found")
+        documents: list[tuple[str, JSON]] = []
+        problems: list[str] = []
+        for file in files:
+            try:
+                docs = [d for d in yaml.safe_load_all(file.read_text()) if d is not None]
+            except (yaml.YAMLError, UnicodeDecodeError) as err:
+                problems.append(f"{file}: not valid YAML: {_first_line(err)}")
+                continue
+            for index, doc in enumerate(docs):
+                if not isinstance(doc, dict):
+                    problems.append(f"{file}: document {index + 1} is not a mapping")
+                    continue
+                if group_of(str(doc.get("apiVersion", ""))) == "pkg.crossplane.io":
+                    if doc.get("kind") == "Function":
+                        self.functions.append(doc)
+                    continue
+                problems.extend(self.check(doc, str(file)))
+                documents.append((str(file), doc))
+        if problems:
+            raise InvalidManifestError("\n".join(problems))
+        return [self.apply(doc, source=source) for source, doc in documents]
+
+    def check(self, obj: JSON, source: str = "<input>") -> list[str]:
+        """What the API server would reject: ``source: Kind/name: field: message`` lines."""
+        kind = obj.get("kind")
+        name = (obj.get("metadata") or {}).get("name")
+        label = f"{source}: {kind or '?'}/{name or '?'}"
+        if obj.get("apiVersion") and kind and not name:
+            return [f"{label}: metadata.name: Required value"]
+        group = group_of(str(obj.get("apiVersion", "")))
+        if kind and kube.is_modelplane_group(group) and not self.is_composite(obj):
+            return [
+                f"{label}: no CompositeResourceDefinition in apis/ serves "
+                f"apiVersion {obj.get('apiVersion')} kind {kind}"
+            ]
+        return self.validator(obj, source)
+
+    def apply(self, obj: JSON, source: str = "<input>") -> ObjectKey:
+        """Create or update an object as ``kubectl apply`` would (spec replaced, status kept)."""
+        problems = self.check(obj, source)
+        if problems:
+            raise InvalidManifestError("\n".join(problems))
+        incoming = self._admit(copy.deepcopy(obj))
+        for field in _SERVER_METADATA:
+            meta(incoming).pop(field, None)
+        key = key_of(incoming)
+        existing = self._objects.get(key)
+        if existing is None:
+            incoming.pop("status", None)
+            self._put(incoming)
+            return key
+        updated = copy.deepcopy(existing)
+        for field, value in incoming.items():
+            if field not in {"metadata", "status"}:
+                updated[field] = value
+        for field in list(updated):
+            if field not in incoming and field not in {"apiVersion", "kind", "metadata", "status"}:
+                del updated[field]
+        # Crossplane owns spec.crossplane; a user's apply without it leaves it alone.
+        crossplane = (existing.get("spec") or {}).get("crossplane")
+        if crossplane is not None and "crossplane" not in (updated.get("spec") or {}):
+            updated.setdefault("spec", {})["crossplane"] = crossplane
+        for field in ("labels", "annotations"):
+            if field in meta(incoming):
+                meta(updated)[field] = {
+                    **(meta(existing).get(field) or {}),
+                    **meta(incoming)[field],
+                }
+        self._put(self._admit(updated))
+        return key
+
+    def patch(self, key: ObjectKey, patch: JSON) -> None:
+        """Merge-patch a stored object (maps merged, lists replaced), e.g. to scale it."""
+        existing = self._objects.get(key)
+        if existing is None:
+            raise KeyError(describe(key))
+        self._put(self._admit(kube.deep_merge(existing, patch)))
+
+    def delete(self, key: ObjectKey) -> list[ObjectKey]:
+        """Delete an object and, like Kubernetes garbage collection, everything it owns."""
+        obj = self._objects.pop(key, None)
+        if obj is None:
+            return []
+        self._changed.add(key)
+        for applied in [a for a in self._applied if a[0] == key]:
+            del self._applied[applied]
+        self.events.pop(key, None)
+        deleted = [key]
+        uid = meta(obj).get("uid")
+        for other_key, other in list(self._objects.items()):
+            owners = meta(other).get("ownerReferences") or []
+            if any(owner.get("uid") == uid for owner in owners):
+                deleted.extend(self.delete(other_key))
+        return deleted
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(self, max_rounds: int = 100, timeout: float | None = None) -> Convergence:
+        """Reconcile and simulate providers, round after round, until a round changes nothing."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        rounds: list[RoundReport] = []
+        for _ in range(max_rounds):
+            report = self.round()
+            rounds.append(report)
+            if self.progress:
+                self.progress(report.line())
+            if not report.changed:
+                return Convergence(True, rounds)
+            if deadline is not None and time.monotonic() > deadline:
+                return Convergence(False, rounds, f"timed out after {timeout:g}s")
+        return Convergence(False, rounds, f"no fixed point after {max_rounds} rounds")
+
+    def round(self) -> RoundReport:
+        """Reconcile every XR once (parents first), then let the providers observe."""
+        self.rounds_run += 1
+        self._changed = set()
+        composites = sorted(
+            (key for key, obj in self._objects.items() if self.is_composite(obj)),
+            key=lambda key: (self._depth(key), key),
+        )
+        for key in composites:
+            self.reconcile(key)
+        self.observe_providers()
+        return RoundReport(self.rounds_run, len(composites), sorted(self._changed))
+
+    def observe_providers(self) -> None:
+        by_kind: dict[str, list[JSON]] = {}
+        for obj in self._objects.values():
+            by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+
+        def world(kind: str) -> list[JSON]:
+            return by_kind.get(kind, [])
+
+        for key in sorted(self._objects):
+            obj = self._objects[key]
+            if self.is_composite(obj):
+                continue
+            updated = self.providers.observe(obj, world)
+            if updated is not None:
+                self._put(updated)
+
+    # --- one reconcile (render.md §3) ---------------------------------------------------------
+
+    def reconcile(self, key: ObjectKey) -> None:
+        stored = self._objects.get(key)
+        definition = self._definition(stored) if stored else None
+        if stored is None or definition is None:
+            return
+        xr = copy.deepcopy(stored)
+        metadata = meta(xr)
+        if (metadata.get("annotations") or {}).get(PAUSED_ANNOTATION) == "true":
+            self._set_conditions(
+                xr,
+                [
+                    _condition(
+                        "Synced",
+                        "False",
+                        "ReconcilePaused",
+                        "Reconciliation is paused via the pause annotation",
+                    )
+                ],
+            )
+            self._put(xr)
+            return
+        if FINALIZER not in (metadata.get("finalizers") or []):
+            metadata["finalizers"] = [*(metadata.get("finalizers") or []), FINALIZER]
+        metadata.setdefault("labels", {}).setdefault(COMPOSITE_LABEL, metadata["name"])
+        found = self.catalog.composition_for(str(xr["apiVersion"]), str(xr["kind"]))
+        if found is None:
+            self._fail(
+                xr,
+                f"cannot select composition: no Composition in apis/ has compositeTypeRef "
+                f"{xr['apiVersion']} {xr['kind']}",
+            )
+            return
+        _, composition = found
+        crossplane = xr.setdefault("spec", {}).setdefault("crossplane", {})
+        crossplane["compositionRef"] = {"name": meta(composition).get("name")}
+        try:
+            observed = self._observed(xr, definition.namespaced)
+            result = self._run_pipeline(composition, xr, observed)
+            desired = {
+                name: self._render(
+                    xr, definition.namespaced, name, resource.body, observed.get(name)
+                )
+                for name, resource in sorted(result.resources.items())
+            }
+        except ComposeError as err:
+            self._fail(xr, f"cannot compose resources: {err}")
+            return
+        for name, obj in observed.items():
+            if name not in desired:
+                self.delete(key_of(obj))
+        crossplane["resourceRefs"] = sorted(
+            (_reference(body, definition.namespaced) for body in desired.values()),
+            key=lambda ref: (ref["apiVersion"], ref["kind"], ref["name"]),
+        )
+        unsynced = []
+        for name, body in desired.items():
+            problem = self._server_side_apply(xr, body)
+            if problem:
+                unsynced.append(name)
+                self._event(key, "Warning", "ComposeResources", f"cannot apply {name!r}: {problem}")
+        for event in result.results:
+            self._event(
+                key,
+                "Warning" if event.get("severity") != "SEVERITY_NORMAL" else "Normal",
+                str(event.get("reason") or "ComposeResources"),
+                f'Pipeline step "{event.get("step")}": {event.get("message")}',
+            )
+        self._write_status(xr, result, unsynced)
+        self._put(xr)
+
+    def _run_pipeline(
+        self, composition: JSON, xr: JSON, observed: dict[str, JSON]
+    ) -> PipelineResult:
+        try:
+            return self.runner(composition, xr, observed, self.objects())
+        except PipelineError as err:
+            raise ComposeError(str(err)) from err
+        except Exception as err:  # a function host failure is the XR's problem, not a crash
+            raise ComposeError(f"{type(err).__name__}: {err}") from err
+
+    def _observed(self, xr: JSON, namespaced: bool) -> dict[str, JSON]:
+        """Composed resources found through resourceRefs (render.md §3.2)."""
+        observed: dict[str, JSON] = {}
+        uid = meta(xr).get("uid")
+        refs = ((xr.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
+        for ref in refs:
+            if not ref.get("name"):
+                continue
+            api_version, kind = str(ref.get("apiVersion", "")), str(ref.get("kind", ""))
+            namespace = meta(xr).get("namespace") if namespaced else ref.get("namespace")
+            if not self.is_namespaced(api_version, kind):
+                namespace = None
+            obj = self.get(api_version, kind, str(ref["name"]), namespace)
+            if obj is None:
+                continue
+            controller = _controller_uid(obj)
+            if controller is not None and controller != uid:
+                continue  # controlled by someone else: treated as absent
+            resource_name = (meta(obj).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION)
+            if not resource_name:
+                raise ComposeError(
+                    f"cannot get composed resource {describe(key_of(obj))}: it has no "
+                    f"{RESOURCE_NAME_ANNOTATION} annotation"
+                )
+            observed[resource_name] = obj
+        return observed
+
+    def _render(
+        self, xr: JSON, namespaced: bool, name: str, body: JSON, observed: JSON | None
+    ) -> JSON:
+        """A desired resource's identity and Crossplane metadata (render.md §2.5, §3.3)."""
+        obj = copy.deepcopy(body)
+        obj.pop("status", None)
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not api_version or not kind:
+            raise ComposeError(f'composed resource "{name}" has no apiVersion or kind')
+        metadata = meta(obj)
+        for field in _SERVER_METADATA:
+            metadata.pop(field, None)
+        if observed is not None:
+            for field in ("name", "namespace", "generateName"):
+                if field in meta(observed):
+                    metadata[field] = meta(observed)[field]
+                else:
+                    metadata.pop(field, None)
+        kind_namespaced = self.is_namespaced(str(api_version), str(kind))
+        if namespaced:
+            if not kind_namespaced:
+                raise ComposeError(
+                    f'cannot apply cluster scoped composed resource "{name}" ({kind}.'
+                    f"{group_of(str(api_version))}) for namespaced composite resource "
+                    f"{describe(key_of(xr))}"
+                )
+            metadata["namespace"] = meta(xr)["namespace"]
+        elif not kind_namespaced:
+            metadata.pop("namespace", None)
+        elif not metadata.get("namespace"):
+            raise ComposeError(
+                f'composed resource "{name}" ({kind}) is namespaced but has no '
+                "metadata.namespace; a cluster-scoped composite must set it"
+            )
+        xr_labels = meta(xr).get("labels") or {}
+        prefix = xr_labels.get(COMPOSITE_LABEL) or meta(xr)["name"]
+        if not metadata.get("name") and not metadata.get("generateName"):
+            metadata["generateName"] = f"{prefix}-"
+        metadata.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = name
+        labels = metadata.setdefault("labels", {})
+        labels[COMPOSITE_LABEL] = prefix
+        if all(label in xr_labels for label in CLAIM_LABELS):
+            for label in CLAIM_LABELS:
+                labels[label] = xr_labels[label]
+        uid = str(meta(xr).get("uid", ""))
+        references = metadata.get("ownerReferences") or []
+        for ref in references:
+            if ref.get("controller") and ref.get("uid") != uid:
+                raise ComposeError(
+                    f'composed resource "{name}" is already controlled by '
+                    f"{ref.get('kind')} {ref.get('name')} (UID {ref.get('uid')})"
+                )
+        metadata["ownerReferences"] = [r for r in references if r.get("uid") != uid] + [
+            {
+                "apiVersion": xr["apiVersion"],
+                "kind": xr["kind"],
+                "name": meta(xr)["name"],
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        if not metadata.get("name"):
+            metadata["name"] = generated_name(str(metadata["generateName"]), uid, name)
+        if not kube.valid_name(str(metadata["name"]), str(kind)):
+            raise ComposeError(
+                f'composed resource "{name}" has an invalid name {metadata["name"]!r}: '
+                "it must be a lowercase RFC 1123 subdomain"
+            )
+        return obj
+
+    def _server_side_apply(self, xr: JSON, body: JSON) -> str | None:
+        """SSA with force, one field manager per XR and kind; a problem string if Invalid."""
+        key = key_of(body)
+        existing = self._objects.get(key)
+        if existing is not None:
+            controller = _controller_uid(existing)
+            if controller is not None and controller != meta(xr).get("uid"):
+                return f"{describe(key)} is controlled by another resource (UID {controller})"
+        problems = self._composed_problems(body)
+        if problems:
+            return "; ".join(problems)
+        group_kind = f"{body['kind']}.{group_of(str(body['apiVersion']))}"
+        digest = hashlib.sha256((meta(xr)["name"] + group_kind).encode()).hexdigest()
+        manager = f"apiextensions.crossplane.io/composed/{digest}"
+        live = copy.deepcopy(existing) if existing is not None else {}
+        previous = self._applied.get((key, manager))
+        if previous is not None:
+            kept = set(kube.leaf_paths(body))
+            for path in kube.leaf_paths(previous):
+                if path not in kept and path[:1] != ("status",):
+                    kube.remove_path(live, path)
+        live = _merge_applied(live, body)
+        self._applied[(key, manager)] = copy.deepcopy(body)
+        self._put(self._admit(live))
+        return None
+
+    def _composed_problems(self, body: JSON) -> list[str]:
+        """The API server's verdict on a composed object (cached: bodies repeat every round)."""
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if digest not in self._verdicts:
+            self._verdicts[digest] = self.validator(body, "<composed>")
+        return self._verdicts[digest]
+
+    def _write_status(self, xr: JSON, result: PipelineResult, unsynced: list[str]) -> None:
+        conditions = (xr.get("status") or {}).get("conditions") or []
+        status = copy.deepcopy((result.desired_composite or {}).get("status") or {})
+        status.pop("conditions", None)
+        status["conditions"] = conditions
+        xr["status"] = status
+        updates = [
+            _condition(c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+            for c in result.conditions
+            if c.get("type") not in SYSTEM_CONDITION_TYPES
+        ]
+        if unsynced:
+            updates.append(
+                _condition(
+                    "Synced",
+                    "False",
+                    "ReconcileError",
+                    f"Unsynced resources: {format_list(unsynced)}",
+                )
+            )
+        else:
+            updates.append(_condition("Synced", "True", "ReconcileSuccess"))
+        updates.append(_ready_condition(result))
+        self._set_conditions(xr, updates)
+
+    def _fail(self, xr: JSON, message: str) -> None:
+        """Synced=False; custom conditions this run did not return become Unknown (§3.4)."""
+        updates = [
+            _condition(c["type"], "Unknown", "FatalError", c.get("message", ""))
+            for c in (xr.get("status") or {}).get("conditions") or []
+            if c.get("type") not in SYSTEM_CONDITION_TYPES
+        ]
+        updates.append(_condition("Synced", "False", "ReconcileError", message))
+        self._set_conditions(xr, updates)
+        self._event(key_of(xr), "Warning", "ReconcileError", message)
+        self._put(xr)
+
+    def _set_conditions(self, obj: JSON, updates: Iterable[JSON]) -> None:
+        conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+        for update in updates:
+            for index, current in enumerate(conditions):
+                if current.get("type") == update["type"]:
+                    same = all(
+                        current.get(f, "") == update.get(f, "")
+                        for f in ("status", "reason", "message")
+                    )
+                    if not same:
+                        conditions[index] = {**update, "lastTransitionTime": self.now()}
+                    break
+            else:
+                conditions.append({**update, "lastTransitionTime": self.now()})
+
+    def _event(self, key: ObjectKey, type_: str, reason: str, message: str) -> None:
+        events = self.events.setdefault(key, [])
+        for event in events:
+            if (event["type"], event["reason"], event["message"]) == (type_, reason, message):
+                event["count"] += 1
+                return
+        events.append({"type": type_, "reason": reason, "message": message, "count": 1})
+
+    # --- the store ----------------------------------------------------------------------------
+
+    def now(self) -> str:
+        """Simulated time: one second per round, so output is reproducible."""
+        moment = _EPOCH + datetime.timedelta(seconds=self.rounds_run)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _put(self, obj: JSON) -> bool:
+        """Store an object; bump resourceVersion (and generation) only when it changed."""
+        key = key_of(obj)
+        old = self._objects.get(key)
+        metadata = meta(obj)
+        if old is not None:
+            for field in _SERVER_METADATA:
+                if field in meta(old):
+                    metadata[field] = meta(old)[field]
+                else:
+                    metadata.pop(field, None)
+            if obj == old:
+                return False
+        self._serial += 1
+        if old is None:
+            metadata["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{self._serial}/{key}"))
+            metadata["creationTimestamp"] = self.now()
+            metadata["generation"] = 1
+        elif _spec_of(obj) != _spec_of(old):
+            metadata["generation"] = int(meta(old).get("generation", 1)) + 1
+        metadata["resourceVersion"] = str(self._serial)
+        self._objects[key] = obj
+        self._changed.add(key)
+        return True
+
+    def _admit(self, obj: JSON) -> JSON:
+        """API-server admission: scope, default namespace, XRD structural defaulting."""
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        metadata = meta(obj)
+        if self.is_namespaced(api_version, kind):
+            metadata.setdefault("namespace", "default")
+            if not metadata["namespace"]:
+                metadata["namespace"] = "default"
+        else:
+            metadata.pop("namespace", None)
+        if self.catalog.definition_for(api_version, kind) is None:
+            return obj
+        from modelplane import validation  # noqa: PLC0415 - heavy imports, only when used
+
+        return validation.defaulted(obj, self.catalog)
+
+    def _definition(self, obj: JSON) -> xrd.Definition | None:
+        api_version = str(obj.get("apiVersion", ""))
+        definition = self.catalog.definition_for(api_version, str(obj.get("kind", "")))
+        if definition is None or definition.schema(api_version) is None:
+            return None
+        return definition
+
+    def _depth(self, key: ObjectKey) -> int:
+        depth, obj, seen = 0, self._objects.get(key), set()
+        by_uid = None
+        while obj is not None and depth < 32:
+            owner = _controller_uid(obj)
+            if owner is None or owner in seen:
+                break
+            seen.add(owner)
+            if by_uid is None:
+                by_uid = {meta(o).get("uid"): o for o in self._objects.values()}
+            obj = by_uid.get(owner)
+            depth += 1
+        return depth
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def generated_name(generate_name: str, owner_uid: str, resource_name: str) -> str:
+    """Crossplane's deterministic child name: prefix + sha256(owner UID + resource name)[:12]."""
+    prefix = generate_name if generate_name.endswith("-") else f"{generate_name}-"
+    suffix = hashlib.sha256((owner_uid + resource_name).encode()).hexdigest()[:12]
+    return prefix[: kube_max_name() - len(suffix)] + suffix
+
+
+def kube_max_name() -> int:
+    return 63
+
+
+def format_list(names: Iterable[str]) -> str:
+    """Crossplane's list wording: ``a``, ``a, b``, ``a, b, and c``, ``a, b, c, and N more``."""
+    items = sorted(names)
+    if len(items) <= 2:
+        return ", ".join(items)
+    if len(items) == 3:
+        return f"{items[0]}, {items[1]}, and {items[2]}"
+    return f"{items[0]}, {items[1]}, {items[2]}, and {len(items) - 3} more"
+
+
+def _ready_condition(result: PipelineResult) -> JSON:
+    if result.composite_ready == "True":
+        return _condition("Ready", "True", "Available")
+    if result.composite_ready == "False":
+        return _condition("Ready", "False", "Creating")
+    unready = [name for name, res in result.resources.items() if res.ready != "True"]
+    if unready:
+        return _condition(
+            "Ready", "False", "Creating", f"Unready resources: {format_list(unready)}"
+        )
+    return _condition("Ready", "True", "Available")
+
+
+def _condition(type_: str, status: str, reason: str, message: str = "") -> JSON:
+    condition = {"type": type_, "status": status, "reason": reason}
+    if message:
+        condition["message"] = message
+    return condition
+
+
+def _controller_uid(obj: JSON) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def _reference(body: JSON, namespaced_xr: bool) -> JSON:
+    ref = {"apiVersion": body["apiVersion"], "kind": body["kind"], "name": meta(body)["name"]}
+    if not namespaced_xr and meta(body).get("namespace"):
+        ref["namespace"] = meta(body)["namespace"]
+    return ref
+
+
+def _merge_applied(live: JSON, desired: JSON) -> JSON:
+    """Desired fields win; maps merge so fields other managers own survive; lists are atomic."""
+    out = dict(live)
+    for name, value in desired.items():
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = _merge_applied(out[name], value)
+        else:
+            out[name] = copy.deepcopy(value)
+    return out
+
+
+def _spec_of(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in {"metadata", "status"}}
+
+
+def _first_line(err: Exception) -> str:
+    return " ".join(str(err).split())
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def default_validator(catalog: xrd.Catalog) -> Validator:
+    """``modelplane.validation.validate_object``, minus "no schema" verdicts.
+
+    The simulator cannot know which CRDs a real cluster has installed, so a kind without any
+    schema here is accepted rather than rejected.
+    """
+    from modelplane import validation  # noqa: PLC0415 - heavy imports, only when used
+
+    def validate(obj: JSON, source: str) -> list[str]:
+        return [
+            str(problem)
+            for problem in validation.validate_object(obj, source, catalog)
+            if not (not problem.path and problem.message.startswith("no schema for"))
+        ]
+
+    return validate

@@ -1,0 +1,575 @@
+"""Simulated providers and in-cluster controllers for ``modelplane simulate``.
+
+Between reconciles the real world writes ``status``: providers mark managed resources Ready and
+fill ``status.atProvider``, provider-kubernetes copies the remote object (with its live status)
+into ``status.atProvider.manifest``, and Kubernetes controllers on the control plane answer for
+the objects composed there directly (CRDs get Established, a Gateway gets an address...). This
+module is that world, kept table-driven and deterministic: every value is derived from the
+object itself, so a run is reproducible and a fixed point exists.
+
+Scenarios bend the world with overrides: ``ProviderSimulator.inject(match, ...)`` patches the
+simulated status of every object ``match`` selects until the override is cleared, e.g. a Job
+that fails, or a cloud cluster that turns not Ready.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import ipaddress
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from modelplane.kube import JSON, deep_merge, group_of, is_modelplane_group, lookup
+
+# Objects of a given kind in the control plane (for lookups such as a MetalLB address pool).
+World = Callable[[str], list[JSON]]
+Matcher = Callable[[JSON], bool]
+
+READY_TRUE = {"type": "Ready", "status": "True", "reason": "Available"}
+SYNCED_TRUE = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
+KUBERNETES_PROVIDER_GROUPS = {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"}
+HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
+# Kinds nobody writes a status for (configuration, not things that run).
+_NO_STATUS_KINDS = {"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage"}
+_UNTOUCHED_GROUPS = {"apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io"}
+
+
+@dataclasses.dataclass
+class Override:
+    """A scenario's patch on the simulated world.
+
+    ``status`` is merged into the object's status (conditions merged by type), ``manifest_status``
+    into the status of a provider-kubernetes Object's remote object before its readiness is
+    derived, so a failed Job makes the Object not Ready exactly as provider-kubernetes would.
+    """
+
+    match: Matcher
+    status: JSON | None = None
+    manifest_status: JSON | None = None
+
+
+def matching(
+    *,
+    kind: str | None = None,
+    api_version: str | None = None,
+    name: str | None = None,
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    manifest_kind: str | None = None,
+    manifest_name: str | None = None,
+    manifest_namespace: str | None = None,
+) -> Matcher:
+    """A matcher on an object's identity and, for Objects, on the identity of what it wraps."""
+
+    def match(obj: JSON) -> bool:
+        metadata = obj.get("metadata") or {}
+        if kind is not None and obj.get("kind") != kind:
+            return False
+        if api_version is not None and obj.get("apiVersion") != api_version:
+            return False
+        if name is not None and metadata.get("name") != name:
+            return False
+        if namespace is not None and metadata.get("namespace") != namespace:
+            return False
+        if labels and any((metadata.get("labels") or {}).get(k) != v for k, v in labels.items()):
+            return False
+        if manifest_kind is None and manifest_name is None and manifest_namespace is None:
+            return True
+        manifest = lookup(obj, ".spec.forProvider.manifest")
+        if not isinstance(manifest, dict):
+            return False
+        wrapped = manifest.get("metadata") or {}
+        return (
+            (manifest_kind is None or manifest.get("kind") == manifest_kind)
+            and (manifest_name is None or wrapped.get("name") == manifest_name)
+            and (manifest_namespace is None or wrapped.get("namespace") == manifest_namespace)
+        )
+
+    return match
+
+
+class ProviderSimulator:
+    """Computes what providers and controllers would write into each object."""
+
+    def __init__(self) -> None:
+        self.overrides: list[Override] = []
+        self._cel_programs: dict[str, Any] = {}
+
+    def inject(
+        self, match: Matcher, status: JSON | None = None, manifest_status: JSON | None = None
+    ) -> Override:
+        override = Override(match, status, manifest_status)
+        self.overrides.append(override)
+        return override
+
+    def clear(self, override: Override | None = None) -> None:
+        """Remove one override, or every override."""
+        if override is None:
+            self.overrides.clear()
+        else:
+            self.overrides.remove(override)
+
+    def observe(self, obj: JSON, world: World) -> JSON | None:
+        """The object as its provider/controller would leave it, or None if nobody touches it."""
+        api_version = str(obj.get("apiVersion", ""))
+        kind = str(obj.get("kind", ""))
+        group = group_of(api_version)
+        if is_modelplane_group(group) or group in _UNTOUCHED_GROUPS or kind in _NO_STATUS_KINDS:
+            return None
+        overrides = [o for o in self.overrides if o.match(obj)]
+        if group in KUBERNETES_PROVIDER_GROUPS and kind == "Object":
+            updated = self._object(obj, overrides)
+        elif group in HELM_PROVIDER_GROUPS and kind == "Release":
+            updated = _managed(obj, _release_at_provider(obj))
+        elif group == "protection.crossplane.io":
+            updated = copy.deepcopy(obj)
+            updated["status"] = {"conditions": [dict(READY_TRUE)]}
+        elif _is_managed(obj, group):
+            updated = _managed(obj, _cloud_at_provider(obj))
+        else:
+            updated = simulate_kubernetes(obj, _Site(_seed(obj), remote=False, world=world))
+            if updated is None and not overrides:
+                return None
+            updated = updated or copy.deepcopy(obj)
+        for override in overrides:
+            if override.status:
+                updated["status"] = deep_merge(updated.get("status") or {}, override.status)
+        return updated
+
+    def _object(self, obj: JSON, overrides: list[Override]) -> JSON:
+        """provider-kubernetes: apply the manifest remotely, report it back with its status."""
+        updated = copy.deepcopy(obj)
+        manifest = lookup(obj, ".spec.forProvider.manifest")
+        if not isinstance(manifest, dict):
+            updated["status"] = {
+                "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "Unavailable"},
+                    {
+                        "type": "Synced",
+                        "status": "False",
+                        "reason": "ReconcileError",
+                        "message": "spec.forProvider.manifest is missing",
+                    },
+                ]
+            }
+            return updated
+        config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
+        remote = simulate_kubernetes(manifest, _Site(config, remote=True, world=lambda _: []))
+        remote = remote or copy.deepcopy(manifest)
+        for override in overrides:
+            if override.manifest_status:
+                remote["status"] = deep_merge(remote.get("status") or {}, override.manifest_status)
+        ready = self._object_ready(obj, remote)
+        ready_condition = (
+            dict(READY_TRUE)
+            if ready
+            else {"type": "Ready", "status": "False", "reason": "Unavailable"}
+        )
+        updated["status"] = {
+            "atProvider": {"manifest": remote},
+            "conditions": [ready_condition, dict(SYNCED_TRUE)],
+        }
+        return updated
+
+    def _object_ready(self, obj: JSON, remote: JSON) -> bool:
+        readiness = lookup(obj, ".spec.readiness") or {}
+        policy = readiness.get("policy", "SuccessfulCreate")
+        conditions = [c for c in (remote.get("status") or {}).get("conditions") or []]
+        if policy == "DeriveFromCelQuery":
+            return self._cel(str(readiness.get("celQuery", "")), remote)
+        if policy == "AllTrue":
+            return all(c.get("status") == "True" for c in conditions)
+        if policy == "DeriveFromObject":
+            marks = [c for c in conditions if c.get("type") in {"Ready", "Available"}]
+            return all(c.get("status") == "True" for c in marks)
+        return True
+
+    def _cel(self, query: str, remote: JSON) -> bool:
+        """Evaluate a DeriveFromCelQuery readiness rule with a real CEL library, as the provider."""
+        import celpy  # noqa: PLC0415 - only Objects with CEL readiness need it
+
+        program = self._cel_programs.get(query)
+        if program is None:
+            env = celpy.Environment()
+            program = env.program(env.compile(query))
+            self._cel_programs[query] = program
+        try:
+            result = program.evaluate({"object": celpy.json_to_cel(remote)})
+        except Exception:  # a failing query means "not ready", as in provider-kubernetes
+            return False
+        return isinstance(result, bool) and bool(result)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """Where a Kubernetes object lives: the control plane, or a remote cluster (by config)."""
+
+    seed: str
+    remote: bool
+    world: World
+
+
+def _seed(obj: JSON) -> str:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
+
+
+def _hex(*parts: str, length: int = 12) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+def _ip(prefix: str, *parts: str) -> str:
+    """A deterministic address in ``prefix`` (e.g. "10.96") from the given parts."""
+    digest = hashlib.sha256("/".join(parts).encode()).digest()
+    octets = prefix.split(".")
+    while len(octets) < 4:
+        octets.append(str(1 + digest[len(octets)] % 250))
+    return ".".join(octets)
+
+
+def _is_managed(obj: JSON, group: str) -> bool:
+    return (
+        group.endswith(".upbound.io")
+        or group.endswith(".crossplane.io")
+        or isinstance(lookup(obj, ".spec.forProvider"), dict)
+    )
+
+
+def _managed(obj: JSON, at_provider: JSON) -> JSON:
+    updated = copy.deepcopy(obj)
+    annotations = updated.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.setdefault("crossplane.io/external-name", _external_name(obj))
+    updated["status"] = {
+        "atProvider": at_provider,
+        "conditions": [dict(READY_TRUE), dict(SYNCED_TRUE)],
+    }
+    return updated
+
+
+# AWS resources whose external name is an identifier the cloud generates.
+_AWS_GENERATED_IDS = {
+    "VPC": "vpc",
+    "Subnet": "subnet",
+    "InternetGateway": "igw",
+    "RouteTable": "rtb",
+    "RouteTableAssociation": "rtbassoc",
+    "Route": "r",
+    "SecurityGroup": "sg",
+}
+
+
+def _external_name(obj: JSON) -> str:
+    metadata = obj.get("metadata") or {}
+    existing = (metadata.get("annotations") or {}).get("crossplane.io/external-name")
+    if existing:
+        return str(existing)
+    if "aws" in group_of(str(obj.get("apiVersion", ""))) and obj.get("kind") in _AWS_GENERATED_IDS:
+        return f"{_AWS_GENERATED_IDS[str(obj['kind'])]}-{_hex(_seed(obj), length=17)}"
+    return str(metadata.get("name", ""))
+
+
+def _echo(for_provider: JSON) -> JSON:
+    """forProvider as atProvider reports it: references and secrets are not echoed."""
+    return {
+        name: copy.deepcopy(value)
+        for name, value in for_provider.items()
+        if not name.endswith(("Selector", "Ref", "Refs", "SecretRef"))
+    }
+
+
+def _cloud_at_provider(obj: JSON) -> JSON:
+    for_provider = lookup(obj, ".spec.forProvider") or {}
+    at = _echo(for_provider)
+    name = _external_name(obj)
+    kind = str(obj.get("kind", ""))
+    group = group_of(str(obj.get("apiVersion", "")))
+    seed = _seed(obj)
+    project = str(for_provider.get("project", "simulated-project"))
+    region = str(for_provider.get("region") or for_provider.get("location") or "us-central1")
+    at["id"] = name
+    if "gcp" in group:
+        extra = _GCP.get(kind)
+        if extra:
+            at.update(extra(name, project, region, seed, for_provider))
+    elif "aws" in group:
+        at["arn"] = f"arn:aws:{group.split('.')[0]}:{region}:123456789012:{kind.lower()}/{name}"
+        extra = _AWS.get(kind)
+        if extra:
+            at.update(extra(name, project, region, seed, for_provider))
+    return at
+
+
+AtProviderRule = Callable[[str, str, str, str, JSON], JSON]
+
+_GCP: dict[str, AtProviderRule] = {
+    "Cluster": lambda name, project, region, seed, fp: {
+        "id": f"projects/{project}/locations/{region}/clusters/{name}",
+        "endpoint": _ip("34", seed),
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{region}"
+        f"/clusters/{name}",
+        "masterVersion": str(fp.get("minMasterVersion", "1.35")),
+        "status": "RUNNING",
+    },
+    "NodePool": lambda name, project, region, seed, fp: {
+        "nodeCount": fp.get("nodeCount", fp.get("initialNodeCount", 1)),
+        "status": "RUNNING",
+    },
+    "Network": lambda name, project, region, seed, fp: {
+        "id": f"projects/{project}/global/networks/{name}",
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/networks/"
+        f"{name}",
+    },
+    "Subnetwork": lambda name, project, region, seed, fp: {
+        "id": f"projects/{project}/regions/{region}/subnetworks/{name}",
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/regions/{region}"
+        f"/subnetworks/{name}",
+    },
+    "ServiceAccount": lambda name, project, region, seed, fp: {
+        "email": f"{fp.get('accountId', name)}@{project}.iam.gserviceaccount.com",
+        "uniqueId": str(int(_hex(seed, length=15), 16)),
+    },
+}
+
+_AWS: dict[str, AtProviderRule] = {
+    "Cluster": lambda name, project, region, seed, fp: {
+        "endpoint": f"https://{_hex(seed, length=32).upper()}.gr7.{region}.eks.amazonaws.com",
+        "status": "ACTIVE",
+    },
+    "NodeGroup": lambda name, project, region, seed, fp: {"status": "ACTIVE"},
+    "Role": lambda name, project, region, seed, fp: {
+        "arn": f"arn:aws:iam::123456789012:role/{name}"
+    },
+    "Addon": lambda name, project, region, seed, fp: {"status": "ACTIVE"},
+}
+
+
+def _release_at_provider(obj: JSON) -> JSON:
+    chart = lookup(obj, ".spec.forProvider.chart") or {}
+    return {
+        "state": "deployed",
+        "revision": 1,
+        "releaseDescription": "Install complete",
+        **({"chart": chart.get("name")} if chart.get("name") else {}),
+    }
+
+
+# --- Kubernetes controllers -------------------------------------------------------------------
+
+
+def simulate_kubernetes(obj: JSON, site: _Site) -> JSON | None:
+    """What Kubernetes controllers make of ``obj``: a copy with its live status, or None."""
+    rule = _KUBERNETES.get((group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind", ""))))
+    if rule is None:
+        return None
+    live = copy.deepcopy(obj)
+    rule(live, site)
+    return live
+
+
+def _available(reason: str) -> JSON:
+    return {"type": "Available", "status": "True", "reason": reason}
+
+
+def _replicas(live: JSON) -> int:
+    value = (live.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def _deployment(live: JSON, site: _Site) -> None:
+    replicas = _replicas(live)
+    live["status"] = {
+        "observedGeneration": 1,
+        "replicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "updatedReplicas": replicas,
+        "conditions": [
+            _available("MinimumReplicasAvailable"),
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ],
+    }
+
+
+def _leader_worker_set(live: JSON, site: _Site) -> None:
+    replicas = _replicas(live)
+    live["status"] = {
+        "replicas": replicas,
+        "readyReplicas": replicas,
+        "updatedReplicas": replicas,
+        "conditions": [_available("AllGroupsReady")],
+    }
+
+
+def _job(live: JSON, site: _Site) -> None:
+    live["status"] = {
+        "succeeded": 1,
+        "active": 0,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached"},
+        ],
+    }
+
+
+def _pvc(live: JSON, site: _Site) -> None:
+    spec = live.get("spec") or {}
+    storage = lookup(spec, ".resources.requests.storage")
+    live["status"] = {
+        "phase": "Bound",
+        "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+        **({"capacity": {"storage": storage}} if storage else {}),
+    }
+
+
+def _service(live: JSON, site: _Site) -> None:
+    spec = live.setdefault("spec", {})
+    metadata = live.get("metadata") or {}
+    if spec.get("clusterIP") != "None":
+        spec.setdefault("clusterIP", _ip("10.96", site.seed, str(metadata.get("name"))))
+    if spec.get("type") == "LoadBalancer":
+        address = _load_balancer_address(site, str(metadata.get("name")))
+        live["status"] = {"loadBalancer": {"ingress": [{"ip": address}]}}
+    else:
+        live["status"] = {"loadBalancer": {}}
+
+
+def _load_balancer_address(site: _Site, name: str) -> str:
+    """The first address of a MetalLB pool on the control plane, else a plausible cloud IP."""
+    for pool in site.world("IPAddressPool"):
+        for entry in lookup(pool, ".spec.addresses") or []:
+            first = _first_address(str(entry))
+            if first:
+                return first
+    return _ip("34" if site.remote else "172.18.255", site.seed, name)
+
+
+def _first_address(entry: str) -> str | None:
+    try:
+        if "-" in entry:
+            return str(ipaddress.ip_address(entry.split("-", 1)[0].strip()))
+        network = ipaddress.ip_network(entry.strip(), strict=False)
+        return str(next(network.hosts(), network.network_address))
+    except ValueError:
+        return None
+
+
+def _namespace(live: JSON, site: _Site) -> None:
+    live["status"] = {"phase": "Active"}
+
+
+def _crd(live: JSON, site: _Site) -> None:
+    live["status"] = {
+        "acceptedNames": copy.deepcopy(lookup(live, ".spec.names") or {}),
+        "storedVersions": [
+            v["name"]
+            for v in lookup(live, ".spec.versions") or []
+            if isinstance(v, dict) and v.get("storage")
+        ],
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"},
+        ],
+    }
+
+
+def _gateway_class(live: JSON, site: _Site) -> None:
+    live["status"] = {
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted"}],
+    }
+
+
+def _gateway(live: JSON, site: _Site) -> None:
+    name = str((live.get("metadata") or {}).get("name"))
+    address = _load_balancer_address(site, name)
+    listeners = lookup(live, ".spec.listeners") or []
+    live["status"] = {
+        "addresses": [{"type": "IPAddress", "value": address}],
+        "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted"},
+            {"type": "Programmed", "status": "True", "reason": "Programmed"},
+        ],
+        "listeners": [
+            {
+                "name": listener.get("name"),
+                "attachedRoutes": 0,
+                "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted"},
+                    {"type": "Programmed", "status": "True", "reason": "Programmed"},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs"},
+                ],
+            }
+            for listener in listeners
+            if isinstance(listener, dict)
+        ],
+    }
+
+
+def _controller_name(site: _Site, parent: JSON, route_namespace: str) -> str:
+    """The controller of the Gateway a route attaches to (looked up on the control plane)."""
+    gateway_namespace = parent.get("namespace") or route_namespace
+    for gateway in site.world("Gateway"):
+        metadata = gateway.get("metadata") or {}
+        if metadata.get("name") == parent.get("name") and (
+            metadata.get("namespace") == gateway_namespace
+        ):
+            class_name = lookup(gateway, ".spec.gatewayClassName")
+            for gateway_class in site.world("GatewayClass"):
+                if (gateway_class.get("metadata") or {}).get("name") == class_name:
+                    return str(lookup(gateway_class, ".spec.controllerName"))
+    return "gateway.envoyproxy.io/gatewayclass-controller"
+
+
+def _route(live: JSON, site: _Site) -> None:
+    namespace = str((live.get("metadata") or {}).get("namespace") or "default")
+    live["status"] = {
+        "parents": [
+            {
+                "parentRef": copy.deepcopy(parent),
+                "controllerName": _controller_name(site, parent, namespace),
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted"},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs"},
+                ],
+            }
+            for parent in lookup(live, ".spec.parentRefs") or []
+            if isinstance(parent, dict)
+        ]
+    }
+
+
+def _inference_pool(live: JSON, site: _Site) -> None:
+    live["status"] = {
+        "parents": [
+            {
+                "parentRef": {"kind": "Gateway", "name": "inference-gateway"},
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted"},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs"},
+                ],
+            }
+        ]
+    }
+
+
+KubernetesRule = Callable[[JSON, _Site], None]
+
+# (group, kind) -> how its controller fills in the live object. Kinds not listed have no status.
+_KUBERNETES: dict[tuple[str, str], KubernetesRule] = {
+    ("apps", "Deployment"): _deployment,
+    ("apps", "StatefulSet"): _deployment,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _leader_worker_set,
+    ("batch", "Job"): _job,
+    ("", "PersistentVolumeClaim"): _pvc,
+    ("", "Service"): _service,
+    ("", "Namespace"): _namespace,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): _crd,
+    ("gateway.networking.k8s.io", "GatewayClass"): _gateway_class,
+    ("gateway.networking.k8s.io", "Gateway"): _gateway,
+    ("gateway.networking.k8s.io", "HTTPRoute"): _route,
+    ("gateway.networking.k8s.io", "GRPCRoute"): _route,
+    ("inference.networking.k8s.io", "InferencePool"): _inference_pool,
+    ("inference.networking.x-k8s.io", "InferencePool"): _inference_pool,
+}
