@@ -1,0 +1,163 @@
+"""Which endpoints a ModelService routes to, and the HTTPRoute that does it (routing.md §5)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from modelplane_common.endpoint_url import EndpointURL, InvalidURLError, parse_endpoint_url
+from modelplane_common.plain import JSON
+
+from compose_model_service.weights import backend_weights
+
+GATEWAY_NAME = "modelplane"
+GATEWAY_NAMESPACE = "modelplane-system"
+INFERENCE_GATEWAY_NAME = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """One selected ModelEndpoint as routing sees it."""
+
+    name: str
+    backend_name: str  # "" until the endpoint's Service and EndpointSlice exist
+    url: EndpointURL | None  # None when spec.url does not parse
+    rewrite_path: str
+
+    @property
+    def routable(self) -> bool:
+        return bool(self.backend_name) and self.url is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One ``spec.endpoints[]`` entry: its weight and the endpoints it alone selected."""
+
+    weight: int
+    endpoints: tuple[Endpoint, ...]
+
+    @property
+    def routable(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.endpoints if e.routable)
+
+
+def gather(
+    entries: Sequence[Mapping], selected: Sequence[Sequence[Mapping]], namespace: str
+) -> list[Group]:
+    """Groups in entry order; within one, endpoints sorted by name; first entry wins a tie.
+
+    Only endpoints in ``namespace`` are considered, whatever the resolver returned: a service
+    must never route to another namespace's endpoint (backendRefs resolve in the route's own
+    namespace, and a look-alike elsewhere must not be able to steal traffic).
+    """
+    seen: set[str] = set()
+    groups = []
+    for entry, objects in zip(entries, selected, strict=True):
+        labels = (entry.get("selector") or {}).get("matchLabels") or {}
+        members = []
+        for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name", "")):
+            metadata = obj.get("metadata") or {}
+            name = metadata.get("name", "")
+            if not name or metadata.get("namespace") != namespace or name in seen:
+                continue
+            if not labels or not _has_labels(metadata.get("labels") or {}, labels):
+                continue
+            seen.add(name)
+            members.append(_endpoint(obj))
+        groups.append(Group(weight=int(entry.get("weight") or 1), endpoints=tuple(members)))
+    return groups
+
+
+def _has_labels(have: Mapping[str, str], want: Mapping[str, str]) -> bool:
+    return all(have.get(key) == value for key, value in want.items())
+
+
+def _endpoint(obj: Mapping) -> Endpoint:
+    spec = obj.get("spec") or {}
+    try:
+        url: EndpointURL | None = parse_endpoint_url(str(spec.get("url", "")))
+    except InvalidURLError:
+        url = None
+    backend = ((obj.get("status") or {}).get("routing") or {}).get("backendName") or ""
+    return Endpoint(
+        name=(obj.get("metadata") or {}).get("name", ""),
+        backend_name=str(backend),
+        url=url,
+        rewrite_path=str(spec.get("rewritePath") or "/"),
+    )
+
+
+def backend_refs(groups: Sequence[Group]) -> list[JSON]:
+    """One core Service backendRef per routable endpoint, with its weight and own rewrite."""
+    weights = backend_weights([(g.weight, len(g.routable)) for g in groups])
+    refs = []
+    for group, group_weights in zip(groups, weights, strict=True):
+        for endpoint, weight in zip(group.routable, group_weights, strict=True):
+            assert endpoint.url is not None  # routable implies a parsed URL
+            rewrite: JSON = {
+                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": endpoint.rewrite_path}
+            }
+            if endpoint.url.is_dns_name:
+                # Providers behind shared front ends route on Host.
+                rewrite["hostname"] = endpoint.url.host
+            refs.append(
+                {
+                    "name": endpoint.backend_name,
+                    "port": endpoint.url.port,
+                    "weight": weight,
+                    "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}],
+                }
+            )
+    return refs
+
+
+def path_prefix(namespace: str, name: str) -> str:
+    return f"/{namespace}/{name}/"
+
+
+def http_route(namespace: str, name: str, refs: Sequence[JSON]) -> JSON:
+    """The HTTPRoute on Gateway modelplane; with no refs the gateway answers 500 for now."""
+    rule: JSON = {
+        "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(namespace, name)}}]
+    }
+    if refs:
+        rule["backendRefs"] = list(refs)
+    # No rule timeouts (routing.md R2): they guard against Envoy's 15 s route default, Traefik
+    # has no such default, and an unsupported extended field could get the route rejected.
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"namespace": namespace},
+        "spec": {
+            "parentRefs": [{"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE}],
+            "rules": [rule],
+        },
+    }
+
+
+def public_address(gateway_address: str, namespace: str, name: str) -> str:
+    """``http://<gateway address>/<namespace>/<name>``; Traefik listens on 80, so no port."""
+    host = gateway_address.strip()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal
+    return f"http://{host}/{namespace}/{name}"
+
+
+def parent_status(route: Mapping | None) -> tuple[bool, str]:
+    """Whether the observed route's Gateway accepted it and resolved its refs, and why not."""
+    if not route:
+        return False, "the HTTPRoute is not observed yet"
+    for parent in (route.get("status") or {}).get("parents") or []:
+        ref = parent.get("parentRef") or {}
+        if ref.get("name") != GATEWAY_NAME or ref.get("namespace", GATEWAY_NAMESPACE) != (
+            GATEWAY_NAMESPACE
+        ):
+            continue
+        conditions = {c.get("type"): c for c in parent.get("conditions") or []}
+        problems = [
+            f"{type_}: {(conditions.get(type_) or {}).get('message') or 'not reported'}"
+            for type_ in ("Accepted", "ResolvedRefs")
+            if (conditions.get(type_) or {}).get("status") != "True"
+        ]
+        return (not problems), "; ".join(problems)
+    return False, f"Gateway {GATEWAY_NAMESPACE}/{GATEWAY_NAME} has not reported on the HTTPRoute"
