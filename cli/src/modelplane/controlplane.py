@@ -71,7 +71,18 @@ class InvalidManifestError(Exception):
 
 
 class ComposeError(Exception):
-    """A reconcile that cannot complete (Synced=False, nothing deleted or applied)."""
+    """A reconcile that cannot complete (Synced=False, nothing deleted or applied).
+
+    ``conditions`` and ``results`` are what pipeline steps returned before a failure; the
+    reconciler still applies and emits them.
+    """
+
+    def __init__(
+        self, message: str, conditions: list[JSON] | None = None, results: list[JSON] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.conditions = conditions or []
+        self.results = results or []
 
 
 @dataclasses.dataclass
@@ -375,7 +386,8 @@ class ControlPlane:
                 for name, resource in sorted(result.resources.items())
             }
         except ComposeError as err:
-            self._fail(xr, f"cannot compose resources: {err}")
+            self._emit(key, err.results)
+            self._fail(xr, f"cannot compose resources: {err}", err.conditions)
             return
         for name, obj in observed.items():
             if name not in desired:
@@ -390,13 +402,7 @@ class ControlPlane:
             if problem:
                 unsynced.append(name)
                 self._event(key, "Warning", "ComposeResources", f"cannot apply {name!r}: {problem}")
-        for event in result.results:
-            self._event(
-                key,
-                "Warning" if event.get("severity") != "SEVERITY_NORMAL" else "Normal",
-                str(event.get("reason") or "ComposeResources"),
-                f'Pipeline step "{event.get("step")}": {event.get("message")}',
-            )
+        self._emit(key, result.results)
         self._write_status(xr, result, unsynced)
         self._put(xr)
 
@@ -406,7 +412,7 @@ class ControlPlane:
         try:
             return self.runner(composition, xr, observed, self.objects())
         except PipelineError as err:
-            raise ComposeError(str(err)) from err
+            raise ComposeError(str(err), err.conditions, err.results) from err
         except Exception as err:  # a function host failure is the XR's problem, not a crash
             raise ComposeError(f"{type(err).__name__}: {err}") from err
 
@@ -566,12 +572,28 @@ class ControlPlane:
         updates.append(_ready_condition(result))
         self._set_conditions(xr, updates)
 
-    def _fail(self, xr: JSON, message: str) -> None:
+    def _emit(self, key: ObjectKey, results: list[JSON]) -> None:
+        """Non-fatal function results become events on the XR, as the reconciler records them."""
+        for event in results:
+            self._event(
+                key,
+                "Normal" if event.get("severity") == "SEVERITY_NORMAL" else "Warning",
+                str(event.get("reason") or "ComposeResources"),
+                f'Pipeline step "{event.get("step")}": {event.get("message")}',
+            )
+
+    def _fail(self, xr: JSON, message: str, returned: list[JSON] | None = None) -> None:
         """Synced=False; custom conditions this run did not return become Unknown (§3.4)."""
+        returned = [c for c in returned or [] if c.get("type") not in SYSTEM_CONDITION_TYPES]
+        types = {c.get("type") for c in returned}
         updates = [
             _condition(c["type"], "Unknown", "FatalError", c.get("message", ""))
             for c in (xr.get("status") or {}).get("conditions") or []
-            if c.get("type") not in SYSTEM_CONDITION_TYPES
+            if c.get("type") not in SYSTEM_CONDITION_TYPES and c.get("type") not in types
+        ]
+        updates += [
+            _condition(c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+            for c in returned
         ]
         updates.append(_condition("Synced", "False", "ReconcileError", message))
         self._set_conditions(xr, updates)
