@@ -1,0 +1,82 @@
+"""Building RunFunctionRequests from plain dicts and reading responses back (for tests).
+
+Pairs with ``serving.run_function``: tests speak plain manifests, the wire speaks protobuf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from modelplane_common.plain import JSON, to_plain, to_struct
+
+
+def make_request(
+    xr: JSON,
+    observed: Mapping[str, JSON] | None = None,
+    required: Mapping[str, Sequence[JSON]] | None = None,
+    desired: Mapping[str, JSON] | None = None,
+) -> fnv1.RunFunctionRequest:
+    """A request with the observed XR and composed resources and the resolved requirements.
+
+    A key absent from ``required`` is "not resolved yet"; an empty list is "nothing found".
+    """
+    return fnv1.RunFunctionRequest(
+        observed=fnv1.State(
+            composite=fnv1.Resource(resource=to_struct(xr)),
+            resources={
+                k: fnv1.Resource(resource=to_struct(v)) for k, v in (observed or {}).items()
+            },
+        ),
+        desired=fnv1.State(
+            resources={k: fnv1.Resource(resource=to_struct(v)) for k, v in (desired or {}).items()}
+        ),
+        required_resources={
+            key: fnv1.Resources(items=[fnv1.Resource(resource=to_struct(o)) for o in objs])
+            for key, objs in (required or {}).items()
+        },
+    )
+
+
+def desired_resources(rsp: fnv1.RunFunctionResponse) -> dict[str, JSON]:
+    return {key: to_plain(r.resource) for key, r in rsp.desired.resources.items()}
+
+
+def desired_ready(rsp: fnv1.RunFunctionResponse) -> dict[str, bool | None]:
+    names = {fnv1.READY_TRUE: True, fnv1.READY_FALSE: False}
+    return {key: names.get(r.ready) for key, r in rsp.desired.resources.items()}
+
+
+def desired_status(rsp: fnv1.RunFunctionResponse) -> JSON:
+    return to_plain(rsp.desired.composite.resource).get("status") or {}
+
+
+def conditions(rsp: fnv1.RunFunctionResponse) -> dict[str, tuple[str, str, str]]:
+    """Custom conditions by type: (status True/False/Unknown, reason, message)."""
+    status = {
+        fnv1.STATUS_CONDITION_TRUE: "True",
+        fnv1.STATUS_CONDITION_FALSE: "False",
+    }
+    return {c.type: (status.get(c.status, "Unknown"), c.reason, c.message) for c in rsp.conditions}
+
+
+def results(rsp: fnv1.RunFunctionResponse) -> list[tuple[str, str]]:
+    """Results as (severity name, message)."""
+    return [(fnv1.Severity.Name(r.severity), r.message) for r in rsp.results]
+
+
+def observe(body: JSON, status: JSON | None = None, name: str | None = None) -> JSON:
+    """What Crossplane would observe after applying ``body`` (and a provider writing status)."""
+    metadata = {**(body.get("metadata") or {}), "uid": "uid-" + (name or "x")}
+    if name:
+        metadata["name"] = name
+    observed = {**body, "metadata": metadata}
+    if status is not None:
+        observed["status"] = status
+    return observed
+
+
+def ready_status(**extra: object) -> JSON:
+    """A status with condition Ready=True, plus ``extra`` fields."""
+    return {"conditions": [{"type": "Ready", "status": "True", "reason": "Available"}], **extra}

@@ -1,0 +1,19 @@
+"""compose-inference-cluster: one GPU cluster of the fleet (platform spec §4).
+
+Thin glue: the pure decision lives in ``plan``; this reads the request's required resources.
+"""
+
+from __future__ import annotations
+
+from modelplane_common.function import CompositionFunction, Outcome, Request
+
+from compose_inference_cluster import plan
+
+
+class InferenceClusterFunction(CompositionFunction):
+    name = "compose-inference-cluster"
+
+    def compose(self, request: Request) -> Outcome:
+        wanted = plan.requirements(request.composite)
+        required = {key: request.required(key) for key in wanted}
+        return plan.compose(request.composite, request.observed, required)

@@ -1,0 +1,310 @@
+"""What compose-inference-cluster decides for one InferenceCluster (platform spec §4).
+
+Pure: an observed XR, its observed composed resources and the required resources in; an
+``Outcome`` out. Gates follow C3 (composed when the gate is open or already observed, never
+dropped when it closes again); invalid or incomplete input follows C4 (re-emit everything
+observed, compose nothing new, say why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+from modelplane_common.function import Outcome, Selector, Severity, validation_summary
+from modelplane_common.observed import held, held_all, is_ready
+from modelplane_common.plain import JSON
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
+from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
+
+from compose_inference_cluster import pools as pl
+from compose_inference_cluster import resources as rs
+
+CLUSTER_READY = "ClusterReady"
+BACKEND_READY = "BackendReady"
+REPLICAS_REQUIREMENT = "model-replicas"
+
+
+def requirements(xr: JSON) -> dict[str, Selector]:
+    """Required resources, the same on every call for the same spec (§4.4)."""
+    name = (xr.get("metadata") or {}).get("name", "")
+    wanted = {
+        REPLICAS_REQUIREMENT: Selector(
+            "modelplane.ai/v1alpha1", "ModelReplica", match_labels={rs.CLUSTER_LABEL: name}
+        )
+    }
+    for class_name in sorted({p.get("className", "") for p in _raw_pools(xr)} - {""}):
+        wanted[pl.class_requirement(class_name)] = Selector(
+            "modelplane.ai/v1alpha1", "InferenceClass", match_name=class_name
+        )
+    return wanted
+
+
+def _raw_pools(xr: JSON) -> list[JSON]:
+    pools = (xr.get("spec") or {}).get("nodePools") or []
+    return [p for p in pools if isinstance(p, dict)]
+
+
+def compose(
+    xr: JSON, observed: Mapping[str, JSON], required: Mapping[str, list[JSON] | None]
+) -> Outcome:
+    outcome = Outcome(requirements=requirements(xr))
+    name = (xr.get("metadata") or {}).get("name", "")
+
+    # 1. The replica guard comes first, before any early exit (§4.8).
+    _guard_replicas(outcome, name, observed, required.get(REPLICAS_REQUIREMENT))
+
+    try:
+        cluster = ic.InferenceCluster.model_validate(xr)
+    except pydantic.ValidationError as err:
+        return _hold(
+            outcome,
+            xr,
+            observed,
+            "InvalidSpec",
+            f"invalid InferenceCluster: {validation_summary(err)}",
+            severity="Warning",
+        )
+
+    pools = cluster.spec.nodePools or []
+    classes = pl.resolve_classes(pl.class_names(pools), required)
+    if classes.unresolved and not (classes.missing or classes.invalid):
+        # Crossplane has not answered the requirements yet; it calls again with them.
+        return _hold(
+            outcome,
+            xr,
+            observed,
+            "WaitingForClasses",
+            "Resolving InferenceClasses: " + ", ".join(classes.unresolved),
+            quiet=True,
+        )
+    if classes.missing or classes.unresolved:
+        names = classes.missing + classes.unresolved
+        message = (
+            f"Waiting for InferenceClasses: {', '.join(names)}"
+            f" (needed by {pl.pools_by_class(pools, names)})"
+        )
+        return _hold(outcome, xr, observed, "WaitingForClasses", message, severity="Normal")
+    if classes.invalid:
+        problems = [
+            f"InferenceClass {n} is invalid ({pl.pools_by_class(pools, [n])}): {why}"
+            for n, why in sorted(classes.invalid.items())
+        ]
+        return _hold(outcome, xr, observed, "InvalidNodePool", "; ".join(problems))
+
+    source = cluster.spec.cluster.source
+    if source in ("GKE", "EKS"):
+        problems = pl.provisioning_problems(pools, classes.resolved, source)
+        if problems:
+            return _hold(outcome, xr, observed, "InvalidNodePool", "; ".join(problems))
+
+    gpu_pools = pl.gpu_pools(pools, classes.resolved)
+    if source == "Existing":
+        _compose_existing(outcome, cluster, observed)
+    else:
+        _compose_cloud(outcome, cluster, observed, classes.resolved)
+    outcome.composite_status = _status(outcome, name, observed, gpu_pools)
+    return outcome
+
+
+def _guard_replicas(
+    outcome: Outcome, name: str, observed: Mapping[str, JSON], replicas: list[JSON] | None
+) -> None:
+    if replicas:
+        outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name), ready=True)
+    elif replicas is None and rs.KEY_USAGE_REPLICAS in observed:
+        # Not resolved yet is not "no replicas": keep protecting the cluster.
+        outcome.compose(rs.KEY_USAGE_REPLICAS, held(observed[rs.KEY_USAGE_REPLICAS]), ready=True)
+
+
+def _hold(
+    outcome: Outcome,
+    xr: JSON,
+    observed: Mapping[str, JSON],
+    reason: str,
+    message: str,
+    *,
+    severity: Severity = "Warning",
+    quiet: bool = False,
+) -> Outcome:
+    """C4: re-emit every observed composed resource, compose nothing new, report why."""
+    for key, body in held_all(observed).items():
+        if key not in outcome.resources:
+            outcome.compose(key, body, ready=_observed_ready(key, observed[key]))
+    outcome.condition(CLUSTER_READY, False, reason, message)
+    backend = observed.get(rs.KEY_SERVING_STACK)
+    if backend is not None and is_ready(backend):
+        outcome.condition(BACKEND_READY, True, "BackendHealthy")
+    else:
+        outcome.condition(BACKEND_READY, False, "WaitingForCluster", "the cluster is not ready")
+    if not quiet:
+        outcome.event(severity, message, reason=reason)
+    # Keep publishing what was true before: the held pools, stack and provider config still
+    # exist, and an absent status field would read as "gone" to the scheduler.
+    outcome.composite_status = _previous_status(xr)
+    outcome.composite_ready = False
+    return outcome
+
+
+def _observed_ready(key: str, body: JSON) -> bool:
+    """Readiness of a held resource, by the same rules as when it is composed normally."""
+    if key in (rs.KEY_GKE, rs.KEY_EKS, rs.KEY_SERVING_STACK):
+        return is_ready(body)
+    return True
+
+
+def _previous_status(xr: JSON) -> JSON:
+    status = xr.get("status") or {}
+    return {k: v for k, v in status.items() if k != "conditions"}
+
+
+def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: Any) -> None:
+    name = (cluster.metadata or {}).get("name", "")
+    existing = cluster.spec.cluster.existing
+    assert existing is not None  # XRD rule: existing is required for source Existing
+    kubeconfig = rs.SecretKey(existing.secretRef.name, existing.secretRef.key or "kubeconfig")
+    identity = None
+    secrets = [ss.Secret(type="Kubeconfig", name=kubeconfig.name, key=kubeconfig.key)]
+    if existing.identitySecretRef is not None:
+        ref = existing.identitySecretRef
+        identity = rs.SecretKey(ref.name, ref.key or "private_key")
+        secrets.append(ss.Secret(type="GCPServiceAccountKey", name=identity.name, key=identity.key))
+    outcome.compose(
+        rs.KEY_PROVIDER_CONFIG, rs.cluster_provider_config(name, kubeconfig, identity), ready=True
+    )
+    outcome.compose(
+        rs.KEY_SERVING_STACK,
+        rs.serving_stack(name, secrets, None),
+        ready=is_ready(observed.get(rs.KEY_SERVING_STACK)),
+    )
+    outcome.condition(CLUSTER_READY, True, "ClusterRunning")
+    _backend_condition(outcome, observed, cluster_ready=True)
+
+
+def _compose_cloud(
+    outcome: Outcome,
+    cluster: ic.InferenceCluster,
+    observed: Mapping[str, JSON],
+    classes: Mapping[str, Any],
+) -> None:
+    name = (cluster.metadata or {}).get("name", "")
+    source = cluster.spec.cluster.source
+    pools = cluster.spec.nodePools or []
+    if source == "GKE":
+        gke_spec = cluster.spec.cluster.gke
+        assert gke_spec is not None  # XRD rule
+        key, kind, usage_key = rs.KEY_GKE, "GKECluster", rs.KEY_USAGE_GKE
+        body = rs.gke_cluster(name, gke_spec, pl.gke_pools(pools, classes))
+        driver_root: str | None = rs.GKE_DRIVER_ROOT
+    else:
+        eks_spec = cluster.spec.cluster.eks
+        assert eks_spec is not None  # XRD rule
+        key, kind, usage_key = rs.KEY_EKS, "EKSCluster", rs.KEY_USAGE_EKS
+        body = rs.eks_cluster(name, eks_spec, pl.eks_pools(pools, classes))
+        driver_root = None
+
+    cloud = observed.get(key)
+    cloud_ready = is_ready(cloud)
+    outcome.compose(key, body, ready=cloud_ready)
+
+    secrets = _cloud_secrets(cloud) if cloud_ready else []
+    kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
+    identity = next((s for s in secrets if s.type == "GCPServiceAccountKey"), None)
+    if source == "EKS":
+        identity = None  # the AWS provider refreshes the kubeconfig's token; no identity
+
+    # ClusterProviderConfig: gated on the cloud XR being Ready with a kubeconfig (C3).
+    if kubeconfig is not None:
+        outcome.compose(
+            rs.KEY_PROVIDER_CONFIG,
+            rs.cluster_provider_config(
+                name,
+                rs.SecretKey(kubeconfig.name, kubeconfig.key),
+                rs.SecretKey(identity.name, identity.key) if identity else None,
+            ),
+            ready=True,
+        )
+    elif rs.KEY_PROVIDER_CONFIG in observed:
+        outcome.compose(rs.KEY_PROVIDER_CONFIG, held(observed[rs.KEY_PROVIDER_CONFIG]), ready=True)
+
+    if source == "GKE":
+        _compose_storage_class(outcome, cluster, observed, cloud)
+
+    # ServingStack: same gate; reuse the observed stack's secrets while the cloud's are away.
+    stack = observed.get(rs.KEY_SERVING_STACK)
+    stack_secrets = [s for s in secrets if source == "GKE" or s.type == "Kubeconfig"]
+    if not stack_secrets and stack is not None:
+        stack_secrets = [
+            ss.Secret.model_validate(s) for s in (stack.get("spec") or {}).get("secrets") or []
+        ]
+    if stack_secrets:
+        if cloud_ready and stack is None:
+            outcome.event("Normal", f"{kind} {name} is ready: composing the serving stack")
+        outcome.compose(
+            rs.KEY_SERVING_STACK,
+            rs.serving_stack(name, stack_secrets, driver_root),
+            ready=is_ready(stack),
+        )
+        outcome.compose(usage_key, rs.backend_usage(name, kind), ready=True)
+    elif stack is not None:
+        outcome.compose(rs.KEY_SERVING_STACK, held(stack), ready=is_ready(stack))
+    if usage_key not in outcome.resources and usage_key in observed:
+        outcome.compose(usage_key, held(observed[usage_key]), ready=True)
+
+    if cloud_ready:
+        outcome.condition(CLUSTER_READY, True, "ClusterRunning")
+    else:
+        outcome.condition(CLUSTER_READY, False, "Provisioning", f"{kind} {name} is not Ready yet")
+    _backend_condition(outcome, observed, cluster_ready=cloud_ready)
+
+
+def _cloud_secrets(cloud: JSON | None) -> list[ss.Secret]:
+    found = []
+    for raw in ((cloud or {}).get("status") or {}).get("secrets") or []:
+        try:
+            found.append(ss.Secret.model_validate(raw))
+        except pydantic.ValidationError:
+            continue  # a half-written entry is as good as absent; the gate stays closed
+    return found
+
+
+def _compose_storage_class(
+    outcome: Outcome,
+    cluster: ic.InferenceCluster,
+    observed: Mapping[str, JSON],
+    cloud: JSON | None,
+) -> None:
+    """GKE's Filestore class, only at the default name and once the VPC name is known (§4.6)."""
+    gke_spec = cluster.spec.cluster.gke
+    wanted = (gke_spec.cache.storageClassName if gke_spec and gke_spec.cache else None) or (
+        rs.GKE_RWX_CLASS
+    )
+    name = (cluster.metadata or {}).get("name", "")
+    network = (((cloud or {}).get("status") or {}).get("network") or {}).get("name")
+    if wanted == rs.GKE_RWX_CLASS and rs.KEY_PROVIDER_CONFIG in outcome.resources and network:
+        outcome.compose(rs.KEY_STORAGE_CLASS, rs.gke_storage_class(name, network), ready=True)
+    elif rs.KEY_STORAGE_CLASS in observed and wanted == rs.GKE_RWX_CLASS:
+        outcome.compose(rs.KEY_STORAGE_CLASS, held(observed[rs.KEY_STORAGE_CLASS]), ready=True)
+
+
+def _backend_condition(outcome: Outcome, observed: Mapping[str, JSON], cluster_ready: bool) -> None:
+    if is_ready(observed.get(rs.KEY_SERVING_STACK)):
+        outcome.condition(BACKEND_READY, True, "BackendHealthy")
+    elif not cluster_ready:
+        outcome.condition(BACKEND_READY, False, "WaitingForCluster", "the cluster is not ready")
+    else:
+        outcome.condition(BACKEND_READY, False, "Installing", "the serving stack is not ready yet")
+
+
+def _status(
+    outcome: Outcome, name: str, observed: Mapping[str, JSON], gpu_pools: list[JSON]
+) -> JSON:
+    status: JSON = {"namespace": rs.NAMESPACE, "gpuPools": gpu_pools}
+    if rs.KEY_PROVIDER_CONFIG in outcome.resources:
+        status["providerConfigRef"] = {"name": rs.provider_config_name(name)}
+    stack = observed.get(rs.KEY_SERVING_STACK)
+    address = (((stack or {}).get("status") or {}).get("gateway") or {}).get("address")
+    if address and rs.KEY_SERVING_STACK in outcome.resources:
+        status["gateway"] = {"address": address}
+    return status

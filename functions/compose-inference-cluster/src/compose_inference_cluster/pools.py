@@ -1,0 +1,179 @@
+"""Node pools from InferenceClasses: resolution, published capacity, cloud pool specs.
+
+Pure logic over the generated models. A pool's class is either resolved, missing (Crossplane
+answered the requirement with nothing), unresolved (the requirement has not been answered
+yet) or invalid; only a fully resolved set of classes lets the function change anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import pydantic
+from modelplane_common.function import validation_summary
+from modelplane_common.plain import JSON
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
+from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferenceclass import InferenceClass
+
+Cloud = Literal["GKE", "EKS"]
+
+
+def class_requirement(class_name: str) -> str:
+    """The required-resource key for one InferenceClass (spec §4.4)."""
+    return f"class-{class_name}"
+
+
+def class_names(pools: Sequence[ic.NodePool]) -> list[str]:
+    """Distinct class names, sorted, so requirements are stable between calls."""
+    return sorted({pool.className for pool in pools})
+
+
+@dataclasses.dataclass
+class Classes:
+    """The outcome of resolving every referenced class."""
+
+    resolved: dict[str, InferenceClass] = dataclasses.field(default_factory=dict)
+    missing: list[str] = dataclasses.field(default_factory=list)
+    unresolved: list[str] = dataclasses.field(default_factory=list)
+    invalid: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> problem
+
+    @property
+    def complete(self) -> bool:
+        return not (self.missing or self.unresolved or self.invalid)
+
+
+def resolve_classes(names: Sequence[str], required: Mapping[str, list[JSON] | None]) -> Classes:
+    """Sort each class into resolved, missing, unresolved or invalid.
+
+    ``required`` maps a requirement key to the objects Crossplane returned, or None when the
+    key was absent from the request (not asked for yet: never the same as "does not exist").
+    """
+    classes = Classes()
+    for name in names:
+        found = required.get(class_requirement(name))
+        if found is None:
+            classes.unresolved.append(name)
+            continue
+        match = [obj for obj in found if (obj.get("metadata") or {}).get("name") == name]
+        if not match:
+            classes.missing.append(name)
+            continue
+        try:
+            classes.resolved[name] = InferenceClass.model_validate(match[0])
+        except pydantic.ValidationError as err:
+            classes.invalid[name] = validation_summary(err)
+    return classes
+
+
+def pools_by_class(pools: Sequence[ic.NodePool], names: Sequence[str]) -> str:
+    """``pool a (class x), pool b (class y)`` for the pools that use any of ``names``."""
+    wanted = set(names)
+    return ", ".join(f"pool {p.name} (class {p.className})" for p in pools if p.className in wanted)
+
+
+def gpu_pools(pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]) -> list[JSON]:
+    """``status.gpuPools``: one entry per pool whose class resolved with devices, in spec order.
+
+    ``nodes`` is the pool's current size (``nodeCount``), never its autoscaling maximum, which
+    is published separately as ``maxNodes`` (decisions D5; design/capacity.md).
+    """
+    published: list[JSON] = []
+    for pool in pools:
+        found = classes.get(pool.className)
+        if found is None or not found.spec.devices:
+            continue
+        entry = ic.GpuPool(
+            name=pool.name,
+            nodes=pool.nodeCount if pool.nodeCount is not None else 1,
+            maxNodes=pool.maxNodeCount,
+            # Defaults applied (claim DRA, count 1): a reader floors a missing count to 0.
+            devices=[
+                ic.Device.model_validate(d.model_dump(by_alias=True, exclude_none=True))
+                for d in found.spec.devices
+            ],
+        )
+        published.append(entry.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return published
+
+
+def provisioning_problems(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass], cloud: Cloud
+) -> list[str]:
+    """One message per pool whose class cannot be provisioned on ``cloud``."""
+    problems = []
+    for pool in pools:
+        spec = classes[pool.className].spec
+        block = None
+        if spec.provisioning is not None and spec.provisioning.provider == cloud:
+            block = spec.provisioning.gke if cloud == "GKE" else spec.provisioning.eks
+        if block is None:
+            problems.append(
+                f"InferenceClass {pool.className} has no {cloud} provisioning block"
+                f" (pool {pool.name})"
+            )
+    return problems
+
+
+def _sizes(pool: ic.NodePool) -> JSON:
+    """nodeCount always; min/max only when the user set them (the cloud XR defaults the rest)."""
+    sizes: JSON = {"nodeCount": pool.nodeCount if pool.nodeCount is not None else 1}
+    if pool.minNodeCount is not None:
+        sizes["minNodeCount"] = pool.minNodeCount
+    if pool.maxNodeCount is not None:
+        sizes["maxNodeCount"] = pool.maxNodeCount
+    return sizes
+
+
+def _zones(pool: ic.NodePool) -> list[str] | None:
+    return [z.root for z in pool.zones] if pool.zones else None
+
+
+def gke_pools(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]
+) -> list[gke.NodePool]:
+    """GKECluster ``spec.nodePools`` (spec §4.5): GPU pools only; the system pool is injected."""
+    out = []
+    for pool in pools:
+        block = classes[pool.className].spec.provisioning.gke  # type: ignore[union-attr]
+        assert block is not None  # checked by provisioning_problems
+        fields: JSON = {
+            "name": pool.name,
+            "role": "GPU",
+            "machineType": block.machineType,
+            "diskSizeGb": block.diskSizeGb if block.diskSizeGb is not None else 100,
+            **_sizes(pool),
+            "gpu": gke.Gpu(
+                acceleratorType=block.accelerator.type,
+                acceleratorCount=block.accelerator.count,
+            ),
+        }
+        if (zones := _zones(pool)) is not None:
+            fields["zones"] = zones
+        out.append(gke.NodePool(**fields))
+    return out
+
+
+def eks_pools(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]
+) -> list[eks.NodePool]:
+    """EKSCluster ``spec.nodePools`` (spec §4.5, EKS)."""
+    out = []
+    for pool in pools:
+        block = classes[pool.className].spec.provisioning.eks  # type: ignore[union-attr]
+        assert block is not None  # checked by provisioning_problems
+        fields: JSON = {
+            "name": pool.name,
+            "role": "GPU",
+            "instanceType": block.instanceType,
+            "diskSizeGb": block.diskSizeGb if block.diskSizeGb is not None else 100,
+            **_sizes(pool),
+            "gpu": eks.Gpu(acceleratorType=block.accelerator.type),
+        }
+        if (zones := _zones(pool)) is not None:
+            fields["zones"] = zones
+        out.append(eks.NodePool(**fields))
+    return out

@@ -1,0 +1,175 @@
+"""Manifests compose-inference-cluster composes (platform spec §4.5-4.8), built on the models."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from modelplane_common.naming import child_name
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import (
+    clusterproviderconfig as cpc,
+)
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
+from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
+from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import clusterusage as cu
+from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import usage
+
+NAMESPACE = "modelplane-system"
+INFRA_API = "infrastructure.modelplane.ai/v1alpha1"
+GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
+GKE_RWX_CLASS = "modelplane-rwx"
+CLUSTER_LABEL = "modelplane.ai/cluster"
+
+# Composed-resource keys (spec C2).
+KEY_GKE = "gke-cluster"
+KEY_EKS = "eks-cluster"
+KEY_PROVIDER_CONFIG = "cluster-provider-config-kubernetes"
+KEY_SERVING_STACK = "serving-stack"
+KEY_STORAGE_CLASS = "storage-class-rwx"
+KEY_USAGE_REPLICAS = "usage-replicas"
+KEY_USAGE_GKE = "usage-gke-by-backend"
+KEY_USAGE_EKS = "usage-eks-by-backend"
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretKey:
+    """A key of a Secret in modelplane-system."""
+
+    name: str
+    key: str
+
+
+def provider_config_name(ic_name: str) -> str:
+    return child_name(ic_name, "cluster-kubeconfig")
+
+
+def serving_stack_name(ic_name: str) -> str:
+    return child_name(ic_name, "serving-stack")
+
+
+def gke_cluster(ic_name: str, spec: ic.Gke, pools: Sequence[gke.NodePool]) -> gke.GKECluster:
+    return gke.GKECluster(
+        metadata={"name": ic_name, "namespace": NAMESPACE},
+        spec=gke.Spec(
+            project=spec.project,
+            region=spec.region,
+            kubernetesVersion=spec.kubernetesVersion or "1.35",
+            nodePools=list(pools),
+        ),
+    )
+
+
+def eks_cluster(ic_name: str, spec: ic.Eks, pools: Sequence[eks.NodePool]) -> eks.EKSCluster:
+    return eks.EKSCluster(
+        metadata={"name": ic_name, "namespace": NAMESPACE},
+        spec=eks.Spec(
+            region=spec.region,
+            kubernetesVersion=spec.kubernetesVersion or "1.36",
+            nodePools=list(pools),
+        ),
+    )
+
+
+def cluster_provider_config(
+    ic_name: str, kubeconfig: SecretKey, identity: SecretKey | None
+) -> cpc.ClusterProviderConfig:
+    """The provider-kubernetes ClusterProviderConfig ModelReplicas and ModelCaches use (§4.7)."""
+    spec = cpc.Spec(
+        credentials=cpc.Credentials(
+            source="Secret",
+            secretRef=cpc.SecretRef(namespace=NAMESPACE, name=kubeconfig.name, key=kubeconfig.key),
+        )
+    )
+    if identity is not None:
+        spec.identity = cpc.Identity(
+            type="GoogleApplicationCredentials",
+            source="Secret",
+            secretRef=cpc.SecretRef(namespace=NAMESPACE, name=identity.name, key=identity.key),
+        )
+    return cpc.ClusterProviderConfig(metadata={"name": provider_config_name(ic_name)}, spec=spec)
+
+
+def serving_stack(
+    ic_name: str, secrets: Sequence[ss.Secret], driver_root: str | None
+) -> ss.ServingStack:
+    spec = ss.Spec(secrets=list(secrets))
+    if driver_root is not None:
+        spec.nvidiaDriverRoot = driver_root
+    return ss.ServingStack(
+        metadata={
+            "name": serving_stack_name(ic_name),
+            "namespace": NAMESPACE,
+            "labels": {CLUSTER_LABEL: ic_name},
+        },
+        spec=spec,
+    )
+
+
+def gke_storage_class(ic_name: str, network: str) -> kobj.Object:
+    """The Filestore RWX StorageClass for model caches, pinned to the cluster's VPC (§4.6).
+
+    Orphaned on delete (Observe/Create/Update): it goes with the cluster, and teardown never
+    wedges trying to reach a cluster whose kubeconfig is already gone.
+    """
+    manifest = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": GKE_RWX_CLASS},
+        "provisioner": "filestore.csi.storage.gke.io",
+        "parameters": {"tier": "enterprise", "network": network},
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": True,
+    }
+    return kobj.Object(
+        metadata={"name": child_name(ic_name, "storage-class-rwx"), "namespace": NAMESPACE},
+        spec=kobj.Spec(
+            forProvider=kobj.ForProvider(manifest=manifest),
+            managementPolicies=["Observe", "Create", "Update"],
+            providerConfigRef=kobj.ProviderConfigRef(
+                kind="ClusterProviderConfig", name=provider_config_name(ic_name)
+            ),
+            readiness=kobj.Readiness(policy="SuccessfulCreate"),
+        ),
+    )
+
+
+def replicas_usage(ic_name: str) -> cu.ClusterUsage:
+    """Blocks deleting the cluster while ModelReplicas are scheduled to it (§4.8)."""
+    return cu.ClusterUsage(
+        metadata={"name": child_name(ic_name, "usage-replicas")},
+        spec=cu.Spec(
+            of=cu.Of(
+                apiVersion="modelplane.ai/v1alpha1",
+                kind="InferenceCluster",
+                resourceRef=cu.ResourceRef(name=ic_name),
+            ),
+            reason="ModelReplicas are scheduled to this InferenceCluster",
+            replayDeletion=True,
+        ),
+    )
+
+
+def backend_usage(ic_name: str, cloud_kind: str) -> usage.Usage:
+    """The cloud XR outlives the ServingStack, so its releases uninstall first (§4.8)."""
+    return usage.Usage(
+        metadata={
+            "name": child_name(ic_name, f"usage-{cloud_kind.lower()}-by-backend"),
+            "namespace": NAMESPACE,
+        },
+        spec=usage.Spec(
+            of=usage.Of(
+                apiVersion=INFRA_API,
+                kind=cloud_kind,
+                resourceSelector=usage.ResourceSelector1(matchControllerRef=True),
+            ),
+            by=usage.By(
+                apiVersion=INFRA_API,
+                kind="ServingStack",
+                resourceSelector=usage.ResourceSelector(matchControllerRef=True),
+            ),
+            replayDeletion=True,
+        ),
+    )

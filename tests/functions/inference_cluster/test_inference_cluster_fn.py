@@ -1,0 +1,503 @@
+"""compose-inference-cluster through real gRPC: GKE, EKS, Existing, missing classes, holds."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from compose_inference_cluster.fn import InferenceClusterFunction
+from modelplane.validation import defaulted, validate_object
+from modelplane_common.naming import child_name
+from modelplane_common.serving import run_function
+from modelplane_common.testing import (
+    conditions,
+    desired_ready,
+    desired_resources,
+    desired_status,
+    make_request,
+    observe,
+    ready_status,
+    results,
+)
+
+NS = "modelplane-system"
+
+
+def klass(name: str, provisioning: dict | None, memory: str = "23034Mi") -> dict:
+    spec: dict = {
+        "devices": [
+            {
+                "name": "gpu",
+                "driver": "gpu.nvidia.com",
+                "deviceClassName": "gpu.nvidia.com",
+                "attributes": {"architecture": {"string": "Ada Lovelace"}},
+                "capacity": {"memory": {"value": memory}},
+            }
+        ]
+    }
+    if provisioning:
+        spec["provisioning"] = provisioning
+    return defaulted(
+        {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass",
+         "metadata": {"name": name}, "spec": spec}
+    )  # fmt: skip
+
+
+L4 = klass(
+    "gke-l4-1x-g2",
+    {"provider": "GKE", "gke": {"machineType": "g2-standard-8",
+                                "accelerator": {"type": "nvidia-l4", "count": 1}}},
+)  # fmt: skip
+H100 = klass(
+    "gke-h100-8x-a3",
+    {"provider": "GKE", "gke": {"machineType": "a3-highgpu-8g", "diskSizeGb": 500,
+                                "accelerator": {"type": "nvidia-h100-80gb", "count": 8}}},
+    memory="81559Mi",
+)  # fmt: skip
+EKS_L4 = klass(
+    "eks-l4-1x-g6",
+    {"provider": "EKS", "eks": {"instanceType": "g6.xlarge",
+                                "accelerator": {"type": "nvidia-l4", "count": 1}}},
+)  # fmt: skip
+BYO = klass("h100-8x-byo", None, memory="81559Mi")
+CLASSES = {c["metadata"]["name"]: c for c in (L4, H100, EKS_L4, BYO)}
+
+
+def cluster(name: str, cluster_spec: dict, pools: list[dict] | None) -> dict:
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": name},
+        "spec": {"cluster": cluster_spec},
+    }
+    if pools is not None:
+        xr["spec"]["nodePools"] = pools
+    xr = defaulted(xr)
+    assert validate_object(xr) == []
+    return xr
+
+
+GKE = cluster(
+    "gke-us-central",
+    {"source": "GKE", "gke": {"project": "acme-inference", "region": "us-central1"}},
+    [
+        {"name": "l4", "className": "gke-l4-1x-g2", "nodeCount": 1, "maxNodeCount": 4,
+         "zones": ["us-central1-a", "us-central1-c"]},
+        {"name": "h100", "className": "gke-h100-8x-a3", "nodeCount": 2, "minNodeCount": 1,
+         "zones": ["us-central1-b"]},
+    ],
+)  # fmt: skip
+EKS = cluster(
+    "eks-us-east",
+    {"source": "EKS", "eks": {"region": "us-east-1"}},
+    [{"name": "l4", "className": "eks-l4-1x-g6", "nodeCount": 3, "maxNodeCount": 6,
+      "zones": ["us-east-1a", "us-east-1b"]}],
+)  # fmt: skip
+EXISTING = cluster(
+    "lab-h100",
+    {"source": "Existing", "existing": {"secretRef": {"name": "lab-h100-kubeconfig"},
+                                        "identitySecretRef": {"name": "lab-h100-sa"}}},
+    [{"name": "h100", "className": "h100-8x-byo", "nodeCount": 2}],
+)  # fmt: skip
+
+
+def required_for(xr: dict, replicas: list[dict] | None = None, drop: set[str] = frozenset()):
+    wanted = {p["className"] for p in xr["spec"].get("nodePools", [])}
+    req = {f"class-{n}": ([] if n in drop else [CLASSES[n]]) for n in wanted}
+    req["model-replicas"] = replicas or []
+    return req
+
+
+def run(xr, observed=None, required=None):
+    rsp = run_function(
+        InferenceClusterFunction(),
+        make_request(xr, observed, required if required is not None else required_for(xr)),
+    )
+    assert not [r for r in results(rsp) if r[0] == "SEVERITY_FATAL"], results(rsp)
+    for key, body in desired_resources(rsp).items():
+        assert validate_object(body, source=key) == [], key
+    return rsp
+
+
+def assert_valid_status(xr: dict, status: dict) -> None:
+    assert validate_object({**xr, "status": status}) == []
+
+
+def provider_status(kind: str, xr_name: str, network: str | None = None) -> dict:
+    secrets = [
+        {"type": "Kubeconfig", "name": child_name(xr_name, "kubeconfig"), "key": "kubeconfig"}
+    ]
+    if kind == "GKECluster":
+        secrets.append(
+            {"type": "GCPServiceAccountKey", "name": child_name(xr_name, "sa-key"),
+             "key": "private_key"}
+        )  # fmt: skip
+    extra: dict = {"secrets": secrets}
+    if network:
+        extra["network"] = {"name": network}
+    return ready_status(**extra)
+
+
+def converge_gke(xr: dict = GKE):
+    """Drive the GKE cluster to the point where every gate is open and everything is Ready."""
+    first = desired_resources(run(xr))
+    observed = {
+        "gke-cluster": observe(
+            first["gke-cluster"], provider_status("GKECluster", xr["metadata"]["name"], "vpc-x1")
+        )
+    }
+    second = desired_resources(run(xr, observed))
+    for key, body in second.items():
+        if key not in observed:
+            status = (
+                ready_status(gateway={"address": "34.1.2.3"})
+                if key == "serving-stack"
+                else (ready_status())
+            )
+            observed[key] = observe(body, status)
+    return observed
+
+
+# --- GKE ---------------------------------------------------------------------------------
+
+
+def test_gke_first_pass_composes_the_cluster_with_both_pools_and_publishes_capacity():
+    rsp = run(GKE)
+    desired = desired_resources(rsp)
+    assert set(desired) == {"gke-cluster"}  # nothing reaches the cluster before it exists
+    gke = desired["gke-cluster"]
+    assert gke["metadata"] == {"name": "gke-us-central", "namespace": NS}
+    assert gke["spec"]["project"] == "acme-inference"
+    assert gke["spec"]["kubernetesVersion"] == "1.35"
+    l4, h100 = gke["spec"]["nodePools"]
+    assert l4 == {
+        "name": "l4", "role": "GPU", "machineType": "g2-standard-8", "diskSizeGb": 100,
+        "nodeCount": 1, "maxNodeCount": 4,
+        "gpu": {"acceleratorType": "nvidia-l4", "acceleratorCount": 1},
+        "zones": ["us-central1-a", "us-central1-c"],
+    }  # fmt: skip
+    assert h100["machineType"] == "a3-highgpu-8g"
+    assert h100["diskSizeGb"] == 500
+    assert h100["gpu"] == {"acceleratorType": "nvidia-h100-80gb", "acceleratorCount": 8}
+    assert (h100["nodeCount"], h100["minNodeCount"]) == (2, 1)
+    assert "maxNodeCount" not in h100  # unset values are not passed
+    assert desired_ready(rsp)["gke-cluster"] is False
+
+    status = desired_status(rsp)
+    assert_valid_status(GKE, status)
+    assert status["namespace"] == NS
+    assert "providerConfigRef" not in status
+    pools = {p["name"]: p for p in status["gpuPools"]}
+    assert [p["name"] for p in status["gpuPools"]] == ["l4", "h100"]
+    # D5: nodes is the current size, the autoscaling maximum is separate.
+    assert (pools["l4"]["nodes"], pools["l4"]["maxNodes"]) == (1, 4)
+    assert pools["h100"]["nodes"] == 2 and "maxNodes" not in pools["h100"]
+    assert pools["h100"]["devices"] == [
+        {"name": "gpu", "claim": "DRA", "driver": "gpu.nvidia.com",
+         "deviceClassName": "gpu.nvidia.com", "count": 1,
+         "attributes": {"architecture": {"string": "Ada Lovelace"}},
+         "capacity": {"memory": {"value": "81559Mi"}}}
+    ]  # fmt: skip
+    conds = conditions(rsp)
+    assert conds["ClusterReady"][:2] == ("False", "Provisioning")
+    assert conds["BackendReady"][:2] == ("False", "WaitingForCluster")
+
+
+def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage():
+    observed = {
+        "gke-cluster": observe(
+            desired_resources(run(GKE))["gke-cluster"],
+            provider_status("GKECluster", "gke-us-central", "gke-us-central-vpc-7fk2p"),
+        )
+    }
+    rsp = run(GKE, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == {
+        "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
+        "serving-stack", "usage-gke-by-backend",
+    }  # fmt: skip
+    cpc = desired["cluster-provider-config-kubernetes"]
+    assert cpc["kind"] == "ClusterProviderConfig"
+    assert cpc["metadata"]["name"] == child_name("gke-us-central", "cluster-kubeconfig")
+    assert cpc["spec"]["credentials"] == {
+        "source": "Secret",
+        "secretRef": {"namespace": NS, "name": child_name("gke-us-central", "kubeconfig"),
+                      "key": "kubeconfig"},
+    }  # fmt: skip
+    assert cpc["spec"]["identity"]["type"] == "GoogleApplicationCredentials"
+    assert cpc["spec"]["identity"]["secretRef"]["name"] == child_name("gke-us-central", "sa-key")
+
+    stack = desired["serving-stack"]
+    assert stack["metadata"]["name"] == child_name("gke-us-central", "serving-stack")
+    assert stack["metadata"]["namespace"] == NS
+    assert stack["spec"]["nvidiaDriverRoot"] == "/home/kubernetes/bin/nvidia"
+    assert [s["type"] for s in stack["spec"]["secrets"]] == ["Kubeconfig", "GCPServiceAccountKey"]
+
+    sc = desired["storage-class-rwx"]
+    manifest = sc["spec"]["forProvider"]["manifest"]
+    assert manifest["metadata"]["name"] == "modelplane-rwx"
+    assert manifest["parameters"] == {"tier": "enterprise", "network": "gke-us-central-vpc-7fk2p"}
+    assert validate_object(manifest) == []  # a valid core StorageClass
+    assert sc["spec"]["providerConfigRef"] == {
+        "kind": "ClusterProviderConfig", "name": cpc["metadata"]["name"]
+    }  # fmt: skip
+    assert sc["spec"]["managementPolicies"] == ["Observe", "Create", "Update"]
+    assert sc["spec"]["readiness"] == {"policy": "SuccessfulCreate"}
+
+    usage = desired["usage-gke-by-backend"]
+    assert usage["spec"]["of"]["kind"] == "GKECluster"
+    assert usage["spec"]["by"]["kind"] == "ServingStack"
+    assert usage["spec"]["replayDeletion"] is True
+
+    ready = desired_ready(rsp)
+    assert ready["gke-cluster"] is True and ready["serving-stack"] is False
+    status = desired_status(rsp)
+    assert status["providerConfigRef"] == {"name": cpc["metadata"]["name"]}
+    assert "gateway" not in status
+    assert conditions(rsp)["BackendReady"][:2] == ("False", "Installing")
+    assert (
+        "SEVERITY_NORMAL",
+        "GKECluster gke-us-central is ready: composing the serving stack",
+    ) in (results(rsp))
+
+
+def test_gke_storage_class_waits_for_the_network_name():
+    observed = {
+        "gke-cluster": observe(
+            desired_resources(run(GKE))["gke-cluster"],
+            provider_status("GKECluster", "gke-us-central", network=None),
+        )
+    }
+    desired = desired_resources(run(GKE, observed))
+    assert "storage-class-rwx" not in desired
+    assert "serving-stack" in desired
+
+
+def test_gke_custom_storage_class_name_composes_none():
+    xr = copy.deepcopy(GKE)
+    xr["spec"]["cluster"]["gke"]["cache"] = {"storageClassName": "my-rwx"}
+    observed = {
+        "gke-cluster": observe(
+            desired_resources(run(xr))["gke-cluster"],
+            provider_status("GKECluster", "gke-us-central", "vpc-1"),
+        )
+    }
+    assert "storage-class-rwx" not in desired_resources(run(xr, observed))
+
+
+def test_gke_converged_publishes_gateway_address_and_every_resource_ready():
+    observed = converge_gke()
+    rsp = run(GKE, observed)
+    assert all(desired_ready(rsp).values()), desired_ready(rsp)
+    status = desired_status(rsp)
+    assert status["gateway"] == {"address": "34.1.2.3"}
+    assert_valid_status(GKE, status)
+    conds = conditions(rsp)
+    assert conds["ClusterReady"][:2] == ("True", "ClusterRunning")
+    assert conds["BackendReady"][:2] == ("True", "BackendHealthy")
+
+
+def test_gke_cluster_going_unready_keeps_provider_config_stack_and_storage_class():
+    observed = converge_gke()
+    observed["gke-cluster"] = {**observed["gke-cluster"], "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "Creating"}]}}  # fmt: skip
+    rsp = run(GKE, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    assert desired["serving-stack"]["spec"] == observed["serving-stack"]["spec"]
+    assert desired["storage-class-rwx"]["spec"] == observed["storage-class-rwx"]["spec"]
+    assert desired_status(rsp)["providerConfigRef"]["name"]
+    assert conditions(rsp)["ClusterReady"][:2] == ("False", "Provisioning")
+
+
+# --- missing, unresolved and unprovisionable classes --------------------------------------
+
+
+def test_missing_class_on_a_new_cluster_composes_nothing_and_names_pool_and_class():
+    rsp = run(GKE, {}, required_for(GKE, drop={"gke-h100-8x-a3"}))
+    assert desired_resources(rsp) == {}
+    status, reason, message = conditions(rsp)["ClusterReady"]
+    assert (status, reason) == ("False", "WaitingForClasses")
+    assert message.startswith("Waiting for InferenceClasses: gke-h100-8x-a3")
+    assert "pool h100 (class gke-h100-8x-a3)" in message
+    assert ("SEVERITY_NORMAL", message) in results(rsp)
+    assert rsp.desired.composite.ready == 2  # READY_FALSE: not "Available" with no resources
+
+
+def test_missing_class_on_a_running_cluster_holds_every_resource_and_the_status():
+    observed = converge_gke()
+    previous = desired_status(run(GKE, observed))
+    xr = {**GKE, "status": previous}
+    rsp = run(xr, observed, required_for(GKE, drop={"gke-l4-1x-g2"}))
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    for key, body in desired.items():
+        assert body["spec"] == observed[key]["spec"], key
+        assert body["metadata"]["name"] == observed[key]["metadata"]["name"]
+        assert "status" not in body
+    # The nodes still exist: the scheduler keeps seeing both pools and the gateway.
+    assert desired_status(rsp) == previous
+    assert conditions(rsp)["ClusterReady"][1] == "WaitingForClasses"
+    assert "pool l4 (class gke-l4-1x-g2)" in conditions(rsp)["ClusterReady"][2]
+
+
+def test_renamed_class_keeps_the_existing_pool():
+    observed = converge_gke()
+    xr = copy.deepcopy(GKE)
+    xr["spec"]["nodePools"][0]["className"] = "gke-l4-renamed"
+    rsp = run(xr, observed, {**required_for(GKE), "class-gke-l4-renamed": []})
+    pools = desired_resources(rsp)["gke-cluster"]["spec"]["nodePools"]
+    assert [p["name"] for p in pools] == ["l4", "h100"]
+    assert pools[0]["machineType"] == "g2-standard-8"
+    assert "pool l4 (class gke-l4-renamed)" in conditions(rsp)["ClusterReady"][2]
+
+
+def test_unresolved_classes_hold_quietly():
+    observed = converge_gke()
+    rsp = run(GKE, observed, {})
+    assert set(desired_resources(rsp)) == set(observed)
+    assert results(rsp) == []
+    assert conditions(rsp)["ClusterReady"][1] == "WaitingForClasses"
+
+
+def test_class_without_gke_provisioning_is_an_invalid_node_pool():
+    xr = copy.deepcopy(GKE)
+    xr["spec"]["nodePools"][1]["className"] = "eks-l4-1x-g6"
+    rsp = run(xr)
+    assert desired_resources(rsp) == {}
+    status, reason, message = conditions(rsp)["ClusterReady"]
+    assert (status, reason) == ("False", "InvalidNodePool")
+    assert message == "InferenceClass eks-l4-1x-g6 has no GKE provisioning block (pool h100)"
+    assert ("SEVERITY_WARNING", message) in results(rsp)
+
+
+def test_requirements_ask_for_each_class_once_and_for_replicas():
+    rsp = run(GKE)
+    reqs = rsp.requirements.resources
+    assert sorted(reqs) == ["class-gke-h100-8x-a3", "class-gke-l4-1x-g2", "model-replicas"]
+    assert reqs["class-gke-l4-1x-g2"].match_name == "gke-l4-1x-g2"
+    assert dict(reqs["model-replicas"].match_labels.labels) == {
+        "modelplane.ai/cluster": "gke-us-central"
+    }
+    assert reqs["model-replicas"].namespace == ""  # every namespace
+
+
+# --- EKS ---------------------------------------------------------------------------------
+
+
+def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_class():
+    rsp = run(EKS)
+    desired = desired_resources(rsp)
+    assert set(desired) == {"eks-cluster"}
+    eks = desired["eks-cluster"]
+    assert eks["spec"]["region"] == "us-east-1"
+    assert eks["spec"]["kubernetesVersion"] == "1.36"
+    assert eks["spec"]["nodePools"] == [
+        {"name": "l4", "role": "GPU", "instanceType": "g6.xlarge", "diskSizeGb": 100,
+         "nodeCount": 3, "maxNodeCount": 6, "gpu": {"acceleratorType": "nvidia-l4"},
+         "zones": ["us-east-1a", "us-east-1b"]}
+    ]  # fmt: skip
+    pools = desired_status(rsp)["gpuPools"]
+    assert (pools[0]["nodes"], pools[0]["maxNodes"]) == (3, 6)
+
+    observed = {"eks-cluster": observe(eks, provider_status("EKSCluster", "eks-us-east"))}
+    rsp = run(EKS, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == {
+        "eks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
+        "usage-eks-by-backend",
+    }  # fmt: skip
+    assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
+    assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
+    assert desired["usage-eks-by-backend"]["spec"]["of"]["kind"] == "EKSCluster"
+
+
+def test_eks_rejects_gke_only_class():
+    xr = copy.deepcopy(EKS)
+    xr["spec"]["nodePools"][0]["className"] = "gke-l4-1x-g2"
+    rsp = run(xr)
+    assert conditions(rsp)["ClusterReady"][2] == (
+        "InferenceClass gke-l4-1x-g2 has no EKS provisioning block (pool l4)"
+    )
+
+
+# --- Existing ----------------------------------------------------------------------------
+
+
+def test_existing_cluster_composes_provider_config_and_stack_at_once():
+    rsp = run(EXISTING)
+    desired = desired_resources(rsp)
+    assert set(desired) == {"cluster-provider-config-kubernetes", "serving-stack"}
+    cpc = desired["cluster-provider-config-kubernetes"]["spec"]
+    assert cpc["credentials"]["secretRef"] == {
+        "namespace": NS, "name": "lab-h100-kubeconfig", "key": "kubeconfig"
+    }  # fmt: skip
+    assert cpc["identity"]["secretRef"] == {"namespace": NS, "name": "lab-h100-sa",
+                                            "key": "private_key"}  # fmt: skip
+    assert desired["serving-stack"]["spec"]["secrets"] == [
+        {"type": "Kubeconfig", "name": "lab-h100-kubeconfig", "key": "kubeconfig"},
+        {"type": "GCPServiceAccountKey", "name": "lab-h100-sa", "key": "private_key"},
+    ]
+    assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
+    status = desired_status(rsp)
+    assert status["providerConfigRef"]["name"] == child_name("lab-h100", "cluster-kubeconfig")
+    assert status["gpuPools"][0]["name"] == "h100" and status["gpuPools"][0]["nodes"] == 2
+
+
+def test_existing_cluster_without_pools_publishes_no_pools():
+    xr = cluster("bare", {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}, None)
+    rsp = run(xr, {}, {"model-replicas": []})
+    assert desired_status(rsp)["gpuPools"] == []
+    assert set(desired_resources(rsp)) == {"cluster-provider-config-kubernetes", "serving-stack"}
+
+
+# --- replica guard -----------------------------------------------------------------------
+
+
+REPLICA = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "ModelReplica",
+    "metadata": {"name": "r", "namespace": "ml", "labels": {"modelplane.ai/cluster": "lab-h100"}},
+}
+
+
+def test_replicas_on_the_cluster_block_its_deletion():
+    rsp = run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA]))
+    usage = desired_resources(rsp)["usage-replicas"]
+    assert usage["kind"] == "ClusterUsage"
+    assert usage["spec"] == {
+        "of": {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+               "resourceRef": {"name": "lab-h100"}},
+        "reason": "ModelReplicas are scheduled to this InferenceCluster",
+        "replayDeletion": True,
+    }  # fmt: skip
+    # Gone once no replica remains; kept while the requirement is still unanswered.
+    observed = {"usage-replicas": observe(usage)}
+    assert "usage-replicas" not in desired_resources(run(EXISTING, observed))
+    kept = run_function(InferenceClusterFunction(), make_request(EXISTING, observed, {}))
+    assert "usage-replicas" in desired_resources(kept)
+
+
+# --- XRD rules ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda s: s["cluster"].pop("gke"), "spec.cluster.gke is required"),
+        (lambda s: s["cluster"].update(eks={"region": "us-east-1"}), "spec.cluster.eks is only"),
+        (lambda s: s["nodePools"][0].pop("zones"), "spec.nodePools[].zones is required"),
+        (lambda s: s["nodePools"][0].update(name="system"), "must not be 'system'"),
+        (lambda s: s["nodePools"][0].update(name="L4_pool"), "spec.nodePools[0].name"),
+        (lambda s: s["nodePools"][0].update(nodeCount=5), "nodeCount must be <= maxNodeCount"),
+        (lambda s: s["nodePools"][1].update(minNodeCount=3), "minNodeCount must be <= nodeCount"),
+        (lambda s: s["nodePools"][1].update(nodeCount=9), "maxNodeCount must be set"),
+        (lambda s: s["nodePools"][0].update(zones=["eu-west4-a"]), "of spec.cluster.gke.region"),
+        (lambda s: s["nodePools"].append(dict(s["nodePools"][0])), "spec.nodePools[2]"),
+    ],
+)  # fmt: skip
+def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
+    xr = copy.deepcopy(GKE)
+    mutate(xr["spec"])
+    problems = " | ".join(str(p) for p in validate_object(defaulted(xr)))
+    assert field in problems, problems
