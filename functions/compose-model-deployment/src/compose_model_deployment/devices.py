@@ -1,0 +1,178 @@
+"""Matching a member's ``nodeSelector`` against the pools a cluster publishes (spec §3.2-3.3).
+
+A member's requests describe what one of its pods needs from one node. Each request takes the
+first device of the pool (published order) with enough remaining count that satisfies all of
+the request's selectors; devices are shared across the member's requests. A request satisfied
+by a ``DRA`` device resolves to a ``deviceRequests`` entry; one satisfied by a ``Synthetic``
+device resolves to nothing (pool pinning is its only enforcement).
+
+Results are memoised by (requests, pool content): a fleet publishes few distinct pool shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from compose_model_deployment import dracel
+
+_MAX_CACHE = 100_000
+
+
+class MalformedPoolError(ValueError):
+    """A ``status.gpuPools`` entry that cannot be read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One ``nodeSelector.devices[]`` entry."""
+
+    name: str
+    count: int
+    selectors: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """A request resolved against a ``DRA`` device: one ``deviceRequests`` entry."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...]
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "deviceClassName": self.device_class,
+            "count": self.count,
+            "selectors": [{"cel": cel} for cel in self.selectors],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolDevice:
+    claim: str  # "DRA" or "Synthetic"
+    device_class: str
+    count: int
+    cel: dracel.CelDevice
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: int
+    max_nodes: int | None
+    devices: tuple[PoolDevice, ...]
+    signature: Any
+
+
+def _count(value: Any) -> int:
+    """Published counts are floored: missing, negative or non-integer reads as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(int(value), 0)
+
+
+def parse_pool(raw: Any) -> Pool:
+    """One ``status.gpuPools[]`` entry; raises MalformedPoolError naming what is wrong."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise MalformedPoolError("entry has no name")
+    devices_raw = raw.get("devices") or []
+    if not isinstance(devices_raw, list):
+        raise MalformedPoolError(f"pool {raw['name']!r}: devices is not a list")
+    devices = []
+    for device in devices_raw:
+        if not isinstance(device, dict):
+            raise MalformedPoolError(f"pool {raw['name']!r}: a device is not an object")
+        cel = dracel.cel_device(
+            device.get("driver"), device.get("attributes"), device.get("capacity")
+        )
+        claim = device.get("claim") or "DRA"
+        device_class = device.get("deviceClassName")
+        if claim not in ("DRA", "Synthetic") or (
+            claim == "DRA" and not isinstance(device_class, str)
+        ):
+            # A DRA device without a class cannot be claimed: it satisfies nothing.
+            cel = dracel.CelDevice(cel.signature, None)
+        devices.append(PoolDevice(claim, device_class or "", _count(device.get("count")), cel))
+    max_nodes = raw.get("maxNodes")
+    return Pool(
+        name=raw["name"],
+        nodes=_count(raw.get("nodes")),
+        max_nodes=_count(max_nodes) if max_nodes is not None else None,
+        devices=tuple(devices),
+        signature=tuple((d.claim, d.device_class, d.count, d.cel.signature) for d in devices),
+    )
+
+
+def requests_of(node_selector: Any) -> tuple[Request, ...] | None:
+    """The member's requests; None for a member without nodeSelector (it matches anything)."""
+    if not node_selector:
+        return None
+    requests = []
+    for device in node_selector.get("devices") or []:
+        count = device.get("count")
+        requests.append(
+            Request(
+                name=device.get("name", ""),
+                count=count if isinstance(count, int) and count > 0 else 1,
+                selectors=tuple((s or {}).get("cel", "") for s in device.get("selectors") or []),
+            )
+        )
+    return tuple(requests)
+
+
+def compile_requests(requests: tuple[Request, ...] | None) -> list[tuple[str, int, str]]:
+    """Compile every selector; returns (request, position, error) for each that fails."""
+    failures = []
+    for request in requests or ():
+        for position, expression in enumerate(request.selectors):
+            try:
+                dracel.compile_selector(expression)
+            except dracel.SelectorCompileError as err:
+                failures.append((request.name, position, str(err)))
+    return failures
+
+
+_matches: dict[tuple[Any, Any], tuple[Resolved, ...] | None] = {}
+
+
+def match_member(requests: tuple[Request, ...] | None, pool: Pool) -> tuple[Resolved, ...] | None:
+    """The member's resolved ``DRA`` requests on the pool, or None when the pool does not match.
+
+    An empty tuple is a match that claims nothing (no nodeSelector, or only Synthetic devices).
+    Selectors must have been compiled (compile_requests) first.
+    """
+    if requests is None:
+        return ()
+    key = (requests, pool.signature)
+    if key in _matches:
+        return _matches[key]
+    result = _match(requests, pool)
+    if len(_matches) >= _MAX_CACHE:
+        _matches.clear()
+    _matches[key] = result
+    return result
+
+
+def _match(requests: tuple[Request, ...], pool: Pool) -> tuple[Resolved, ...] | None:
+    remaining = [device.count for device in pool.devices]
+    resolved = []
+    for request in requests:
+        selectors = [dracel.compile_selector(s) for s in request.selectors]
+        for i, device in enumerate(pool.devices):
+            if remaining[i] < request.count:
+                continue
+            if all(dracel.matches(selector, device.cel) for selector in selectors):
+                remaining[i] -= request.count
+                if device.claim != "Synthetic":
+                    resolved.append(
+                        Resolved(
+                            request.name, device.device_class, request.count, request.selectors
+                        )
+                    )
+                break
+        else:
+            return None
+    return tuple(resolved)
