@@ -199,7 +199,7 @@ class ProviderSimulator:
             result = program.evaluate({"object": celpy.json_to_cel(remote)})
         except Exception:  # a failing query means "not ready", as in provider-kubernetes
             return False
-        return isinstance(result, bool) and bool(result)
+        return isinstance(result, celpy.celtypes.BoolType | bool) and bool(result)
 
 
 @dataclasses.dataclass(frozen=True)
