@@ -634,7 +634,9 @@ def to_cel(value: Any, schema: JSON | None) -> Any:
     if isinstance(value, bool):
         return ct.BoolType(value)
     if isinstance(value, int):
-        return ct.DoubleType(value) if schema.get("type") == "number" else ct.IntType(value)
+        if schema.get("type") == "number" or not -(2**63) <= value < 2**63:
+            return ct.DoubleType(value)  # JSON decoding turns out-of-range integers into floats
+        return ct.IntType(value)
     if isinstance(value, float):
         return ct.DoubleType(value)
     if isinstance(value, str):

@@ -1,0 +1,161 @@
+"""`modelplane validate PATH...` driven as a user does: exit codes, stderr, summary line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from modelplane import repo
+from modelplane.main import cli
+
+GOOD_CLASS = """\
+apiVersion: modelplane.ai/v1alpha1
+kind: InferenceClass
+metadata:
+  name: l4
+spec:
+  devices:
+  - name: gpu
+    driver: gpu.nvidia.com
+    deviceClassName: gpu.nvidia.com
+"""
+
+BAD_CLASS = """\
+apiVersion: modelplane.ai/v1alpha1
+kind: InferenceClass
+metadata:
+  name: broken
+spec:
+  devices:
+  - name: gpu
+    driver: gpu.nvidia.com
+    count: 100
+"""
+
+
+def run(*args: str):
+    result = CliRunner().invoke(cli, ["validate", *args])
+    # Never a traceback: the only exception allowed is the exit itself.
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output + result.stderr
+    return result
+
+
+def test_the_repository_apis_are_valid():
+    result = run(str(repo.root() / "apis"))
+    assert result.exit_code == 0, result.stderr
+    documents = sum(
+        1
+        for path in (repo.root() / "apis").rglob("*.yaml")
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    )
+    assert result.stdout.strip() == f"{documents} objects valid"
+
+
+def test_apis_and_examples_together():
+    result = run(str(repo.root() / "apis"), str(repo.root() / "examples"))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_every_problem_is_printed_with_file_kind_name_and_path(tmp_path: Path):
+    manifest = tmp_path / "classes.yaml"
+    manifest.write_text(GOOD_CLASS + "---\n" + BAD_CLASS)
+    result = run(str(tmp_path))
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    name = str(manifest)
+    assert lines == [
+        f"{name}: InferenceClass/broken: spec.devices[0].count: Invalid value: 100: should be "
+        "less than or equal to 64",
+        f"{name}: InferenceClass/broken: spec.devices[0]: deviceClassName is required when claim "
+        "is DRA",
+        "1 object valid; 2 problem(s)",
+    ]
+
+
+def test_directories_are_searched_recursively_for_yaml_and_yml(tmp_path: Path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "one.yml").write_text(GOOD_CLASS)
+    (tmp_path / "a" / "two.yaml").write_text(GOOD_CLASS.replace("l4", "l4-two"))
+    (tmp_path / "a" / "notes.txt").write_text("not: [yaml")
+    result = run(str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "2 objects valid"
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [oops\n")
+    result = run(str(manifest))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{manifest}:4:1: invalid YAML: ")
+
+
+def test_a_missing_path(tmp_path: Path):
+    result = run(str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'nope.yaml'}: no such file or directory" in result.stderr
+
+
+def test_an_empty_directory_is_valid(tmp_path: Path):
+    result = run(str(tmp_path))
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "0 objects valid"
+
+
+def test_an_unknown_kind_fails(tmp_path: Path):
+    (tmp_path / "x.yaml").write_text(
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n"
+    )
+    result = run(str(tmp_path))
+    assert result.exit_code == 1
+    assert "Gadget/g: no schema for apiVersion example.com/v1 kind Gadget" in result.stderr
+
+
+XRD_WITH_BAD_RULE = """\
+apiVersion: apiextensions.crossplane.io/v2
+kind: CompositeResourceDefinition
+metadata:
+  name: gadgets.example.modelplane.ai
+spec:
+  group: example.modelplane.ai
+  names: {kind: Gadget, plural: gadgets}
+  versions:
+  - name: v1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.size >= "
+            properties:
+              size: {type: integer, maximum: 3}
+---
+apiVersion: example.modelplane.ai/v1
+kind: Gadget
+metadata:
+  name: g
+spec:
+  size: 4
+"""
+
+
+@pytest.mark.parametrize("rule_ok", [False, True])
+def test_xrds_among_the_inputs_are_checked_and_used(tmp_path: Path, rule_ok: bool):
+    text = XRD_WITH_BAD_RULE
+    if rule_ok:
+        text = text.replace('"self.size >= "', '"self.size >= 0"')
+    (tmp_path / "gadget.yaml").write_text(text)
+    result = run(str(tmp_path))
+    assert result.exit_code == 1
+    errors = result.stderr
+    assert ("compilation failed" in errors) is not rule_ok
+    # The Gadget is validated against the XRD found beside it.
+    assert "Gadget/g: spec.size: Invalid value: 4: should be less than or equal to 3" in errors

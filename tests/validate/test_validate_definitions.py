@@ -1,0 +1,318 @@
+"""XRD self-checks (structural schema, CEL compile and cost) and CEL evaluation features."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from modelplane import celrules, repo, validation, xrd
+
+
+def definition(spec_schema: dict[str, Any], kind: str = "Widget") -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.crossplane.io/v2",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": f"{plural}.test.modelplane.ai"},
+        "spec": {
+            "group": "test.modelplane.ai",
+            "names": {"kind": kind, "plural": plural},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "referenceable": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": spec_schema},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def problems(xrd_body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(p.path, p.message) for p in validation.check_definition(xrd_body, "x.yaml")]
+
+
+SPEC = "spec.versions[0].schema.openAPIV3Schema.properties.spec"
+
+
+def with_rule(rule: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return definition(
+        {
+            "type": "object",
+            "properties": properties,
+            "x-kubernetes-validations": [{"rule": rule, "message": "nope"}],
+        }
+    )
+
+
+@pytest.mark.parametrize("path", sorted(repo.root().glob("apis/*/definition.yaml")), ids=str)
+def test_every_xrd_in_the_repository_passes_its_own_checks(path: Path):
+    assert validation.check_definition(yaml.safe_load(path.read_text()), str(path)) == []
+
+
+def test_a_rule_that_does_not_parse_is_reported_with_its_path():
+    found = problems(with_rule("self.size >", {"size": {"type": "integer"}}))
+    assert len(found) == 1
+    path, message = found[0]
+    assert path == f"{SPEC}.x-kubernetes-validations[0].rule"
+    assert message.startswith("Invalid value: 'self.size >': compilation failed")
+
+
+def test_a_rule_using_an_undeclared_field_does_not_compile():
+    found = problems(with_rule("self.replicas > 0", {"size": {"type": "integer"}}))
+    assert found == [
+        (
+            f"{SPEC}.x-kubernetes-validations[0].rule",
+            "Invalid value: 'self.replicas > 0': compilation failed: undefined field 'replicas'",
+        )
+    ]
+
+
+def test_a_rule_calling_an_unknown_function_does_not_compile():
+    found = problems(with_rule("self.name.shout() == 'A'", {"name": {"type": "string"}}))
+    assert found[0][1].endswith("compilation failed: undeclared reference to 'shout'")
+
+
+QUADRATIC = "self.items.all(x, self.items.exists_one(y, x == y))"
+
+
+def test_a_rule_over_an_unbounded_list_exceeds_the_cost_budget():
+    found = problems(
+        with_rule(QUADRATIC, {"items": {"type": "array", "items": {"type": "string"}}})
+    )
+    assert (
+        f"{SPEC}.x-kubernetes-validations[0].rule",
+        "Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try "
+        "simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, "
+        "maps, and strings are declared)",
+    ) in found
+
+
+def test_the_same_rule_fits_once_the_list_and_strings_are_bounded():
+    bounded = {
+        "items": {
+            "type": "array",
+            "maxItems": 32,
+            "items": {"type": "string", "maxLength": 63},
+        }
+    }
+    assert problems(with_rule(QUADRATIC, bounded)) == []
+    assert 0 < celrules.estimate_cost(QUADRATIC, {"type": "object", "properties": bounded}) < 1e5
+
+
+def test_a_rule_inside_an_unbounded_list_is_charged_once_per_item():
+    """A cheap rule on list items costs (items that fit in a request) x (per-item cost)."""
+    item = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+        "x-kubernetes-validations": [{"rule": "self.tags.all(t, t.startsWith('a'))"}],
+    }
+    found = problems(definition({"type": "object", "properties": {
+        "members": {"type": "array", "items": item}}}))  # fmt: skip
+    assert any("estimated rule cost exceeds budget" in m for _, m in found)
+    item["properties"]["tags"].update(maxItems=4)
+    item["properties"]["tags"]["items"]["maxLength"] = 16
+    bounded_parent = {"type": "array", "maxItems": 8, "items": item}
+    assert problems(definition({"type": "object", "properties": {"members": bounded_parent}})) == []
+
+
+def test_structural_schema_rules():
+    schema = {
+        "type": "object",
+        "properties": {
+            "untyped": {"description": "no type"},
+            "both": {
+                "type": "object",
+                "properties": {"a": {"type": "string"}},
+                "additionalProperties": {"type": "string"},
+            },
+            "list": {"type": "array"},
+            "badDefault": {"type": "integer", "minimum": 1, "default": 0},
+            "loose": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "port": {"x-kubernetes-int-or-string": True},
+        },
+    }
+    found = dict(problems(definition(schema)))
+    base = f"{SPEC}.properties"
+    assert found[f"{base}.untyped.type"].startswith("Required value")
+    assert "mutual exclusive" in found[f"{base}.both.additionalProperties"]
+    assert found[f"{base}.list.items"].startswith("Required value")
+    assert found[f"{base}.badDefault.default"] == (
+        "Invalid value: 0: should be greater than or equal to 1"
+    )
+    assert not any(k.startswith((f"{base}.loose", f"{base}.port")) for k in found)
+
+
+def test_list_map_keys_must_be_required_or_defaulted():
+    schema = {
+        "type": "object",
+        "properties": {
+            "ports": {
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+            }
+        },
+    }
+    assert problems(definition(schema)) == [
+        (
+            f"{SPEC}.properties.ports.items.properties.name.default",
+            "Required value: this property is in x-kubernetes-list-map-keys, so it must have a "
+            "default or be a required property",
+        )
+    ]
+
+
+def test_a_default_with_an_unknown_field_is_reported():
+    schema = {
+        "type": "object",
+        "properties": {
+            "limits": {
+                "type": "object",
+                "properties": {"cpu": {"type": "string"}},
+                "default": {"cpu": "1", "gpu": "2"},
+            }
+        },
+    }
+    assert problems(definition(schema)) == [
+        (
+            f"{SPEC}.properties.limits.default.gpu",
+            'unknown field "gpu" (not declared in the schema)',
+        )
+    ]
+
+
+def test_bad_reason_and_message_are_reported():
+    xrd_body = definition(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "x-kubernetes-validations": [
+                {"rule": "has(self.a)", "reason": "Because", "message": "two\nlines"}
+            ],
+        }
+    )
+    paths = sorted(p for p, _ in problems(xrd_body))
+    assert paths == [
+        f"{SPEC}.x-kubernetes-validations[0].message",
+        f"{SPEC}.x-kubernetes-validations[0].reason",
+    ]
+
+
+# --- CEL evaluation: rules of a custom XRD evaluated against objects -------------------------
+
+
+def evaluate(rules: list[dict[str, Any]], spec: dict[str, Any], properties: dict[str, Any]):
+    body = definition(
+        {"type": "object", "properties": properties, "x-kubernetes-validations": rules}
+    )
+    assert validation.check_definition(body) == []
+    catalog = xrd.Catalog({("test.modelplane.ai", "Widget"): xrd.Definition(Path("x"), body)}, {})
+    obj = {
+        "apiVersion": "test.modelplane.ai/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": spec,
+    }
+    return [(p.path, p.message) for p in validation.validate_object(obj, "w.yaml", catalog)]
+
+
+NAME = {"type": "string", "maxLength": 63}
+NAMES = {"type": "array", "maxItems": 8, "items": NAME}
+
+
+@pytest.mark.parametrize(
+    ("rule", "spec", "holds"),
+    [
+        ("self.name.lowerAscii() == 'gpu'", {"name": "GPU"}, True),
+        ("self.name.upperAscii() == 'GPU'", {"name": "gpu"}, True),
+        ("self.name.split('-').size() == 2", {"name": "a-b"}, True),
+        ("self.names.join(',') == 'a,b'", {"names": ["a", "b"]}, True),
+        ("self.names.isSorted()", {"names": ["b", "a"]}, False),
+        ("self.name.matches('^[a-z]+$')", {"name": "abc"}, True),
+        ("self.name.startsWith('a') && self.name.endsWith('c')", {"name": "abc"}, True),
+        ("self.name.contains('zz')", {"name": "abc"}, False),
+        ("self.names.exists_one(n, n == 'a')", {"names": ["a", "a"]}, False),
+        ("self.names.map(n, n + '!').all(n, n.endsWith('!'))", {"names": ["a"]}, True),
+        ("'a' in self.names ? size(self.names) > 1 : true", {"names": ["a"]}, False),
+        ("quantity(self.name).isGreaterThan(quantity('1Gi'))", {"name": "2Gi"}, True),
+        ("quantity(self.name).compareTo(quantity('1G')) < 0", {"name": "1000Mi"}, False),
+        ("self.count.sum() == 6 && self.count.max() == 3", {"count": [1, 2, 3]}, True),
+        ("self.name.indexOf('b') == 1", {"name": "abc"}, True),
+    ],
+)
+def test_kubernetes_cel_functions(rule: str, spec: dict[str, Any], holds: bool):
+    properties = {
+        "name": NAME,
+        "names": NAMES,
+        "count": {"type": "array", "maxItems": 8, "items": {"type": "integer"}},
+    }
+    found = evaluate([{"rule": rule, "message": "rule failed"}], spec, properties)
+    assert found == ([] if holds else [("spec", "rule failed")])
+
+
+def test_message_expression_reason_and_field_path():
+    rules = [
+        {
+            "rule": "size(self.names) <= 2",
+            "messageExpression": "'at most 2 names, got ' + string(size(self.names))",
+            "reason": "FieldValueForbidden",
+            "fieldPath": ".names",
+        }
+    ]
+    found = evaluate(rules, {"names": ["a", "b", "c"]}, {"names": NAMES})
+    assert found == [("spec.names", "Forbidden: at most 2 names, got 3")]
+
+
+def test_a_rule_without_message_reports_the_rule():
+    found = evaluate([{"rule": "self.name != 'x'"}], {"name": "x"}, {"name": NAME})
+    assert found == [("spec", "failed rule: self.name != 'x'")]
+
+
+def test_transition_rules_are_skipped_offline():
+    """oldSelf only exists on update; like a create, validate does not run them."""
+    found = evaluate(
+        [{"rule": "self.name == oldSelf.name", "message": "immutable"}],
+        {"name": "x"},
+        {"name": NAME},
+    )
+    assert found == []
+
+
+def test_a_rule_that_errors_at_runtime_names_the_rule():
+    found = evaluate([{"rule": "self.name == 'a'"}], {}, {"name": NAME})
+    assert found == [
+        ("spec", "Invalid value: no such key: 'name' evaluating rule: self.name == 'a'")
+    ]
+
+
+def test_escaped_property_names_are_visible_to_rules():
+    found = evaluate(
+        [{"rule": "self.max__dash__size > 1", "message": "too small"}],
+        {"max-size": 1},
+        {"max-size": {"type": "integer"}},
+    )
+    assert found == [("spec", "too small")]
+
+
+def test_distinct_rules_compile_once():
+    celrules.compile_rule.cache_clear()
+    obj = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceClass",
+        "metadata": {"name": "x"},
+        "spec": {
+            "devices": [{"name": f"d{i}", "driver": "x", "deviceClassName": "c"} for i in range(10)]
+        },
+    }
+    assert validation.validate_object(obj) == []
+    assert celrules.compile_rule.cache_info().currsize == 1

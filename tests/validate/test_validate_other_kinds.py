@@ -1,0 +1,138 @@
+"""Kinds that are not Modelplane XRs: core Kubernetes kinds, generated CRD models, Compositions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelplane import validation
+
+
+def deployment(**container: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm", "namespace": "serving"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "vllm"}},
+            "template": {
+                "metadata": {"labels": {"app": "vllm"}},
+                "spec": {"containers": [{"name": "vllm", "image": "vllm:1", **container}]},
+            },
+        },
+    }
+
+
+def found(obj: dict[str, Any]) -> list[str]:
+    return [str(p) for p in validation.validate_object(obj, "d.yaml")]
+
+
+def test_a_valid_deployment():
+    assert found(deployment()) == []
+
+
+def test_a_deployment_with_a_misspelt_field_names_it():
+    assert found(deployment(imagePullPolicyy="Always")) == [
+        "d.yaml: Deployment/vllm: spec.template.spec.containers[0]: unknown field: Additional "
+        "properties are not allowed ('imagePullPolicyy' was unexpected)"
+    ]
+
+
+def test_a_deployment_with_a_wrongly_typed_field():
+    obj = deployment()
+    obj["spec"]["replicas"] = "two"
+    (problem,) = validation.validate_object(obj, "d.yaml")
+    assert problem.path == "spec.replicas"
+    assert "'two' is not of type 'integer'" in problem.message
+
+
+def test_a_core_object_without_a_name():
+    obj = deployment()
+    del obj["metadata"]["name"]
+    assert found(obj) == [
+        "d.yaml: Deployment/?: metadata.name: Required value: name or generateName is required"
+    ]
+
+
+def kubernetes_object(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": "remote-ns", "namespace": "fleet"},
+        "spec": {
+            "forProvider": {"manifest": {"apiVersion": "v1", "kind": "Namespace"}},
+            "providerConfigRef": {"kind": "ProviderConfig", "name": "cluster-a"},
+            **spec,
+        },
+    }
+
+
+def test_a_valid_provider_kubernetes_object():
+    assert found(kubernetes_object()) == []
+
+
+def test_a_provider_kubernetes_object_with_bad_fields():
+    obj = kubernetes_object(readiness={"policy": "Sometimes"}, extra=True)
+    del obj["spec"]["forProvider"]["manifest"]
+    problems = {p.path: p.message for p in validation.validate_object(obj, "o.yaml")}
+    assert problems["spec.forProvider.manifest"] == "Required value"
+    assert problems["spec.extra"] == "unknown field (not declared in the schema)"
+    assert problems["spec.readiness.policy"].startswith('Invalid value: "Sometimes"')
+
+
+def test_a_kind_without_schema_is_reported_clearly():
+    obj = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}
+    assert found(obj) == ["d.yaml: Gadget/g: no schema for apiVersion example.com/v1 kind Gadget"]
+
+
+def test_a_crd_group_is_not_mistaken_for_a_core_group():
+    """gateway.networking.k8s.io is a CRD group even though networking.k8s.io is core."""
+    obj = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": "g"},
+        "spec": {},
+    }
+    assert "no schema for apiVersion gateway.networking.k8s.io/v1 kind Ingress" in found(obj)[0]
+
+
+def test_not_an_object_at_all():
+    assert found(["a", "list"]) == [  # type: ignore[arg-type]
+        "d.yaml: ?/?: not a Kubernetes object (expected a mapping)"
+    ]
+    assert found({"kind": "Thing"}) == ["d.yaml: Thing/?: apiVersion: Required value"]
+
+
+def composition(mode: str = "Pipeline", function: str = "compose-inference-class") -> dict:
+    return {
+        "apiVersion": "apiextensions.crossplane.io/v1",
+        "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass"},
+            "mode": mode,
+            "pipeline": [{"step": "one", "functionRef": {"name": function}}],
+        },
+    }
+
+
+def test_a_composition_using_a_known_function():
+    assert found(composition()) == []
+
+
+def test_a_composition_must_be_pipeline_mode_with_known_functions():
+    assert found(composition(mode="Resources", function="function-patch-and-transform")) == [
+        "d.yaml: Composition/c: spec.mode: Unsupported value: 'Resources': must be Pipeline",
+        "d.yaml: Composition/c: spec.pipeline[0].functionRef.name: unknown function "
+        "'function-patch-and-transform': no functions/function-patch-and-transform directory "
+        "in the repository",
+    ]
+
+
+def test_a_composition_for_an_unknown_type():
+    obj = composition()
+    obj["spec"]["compositeTypeRef"]["kind"] = "Nothing"
+    assert found(obj) == [
+        "d.yaml: Composition/c: spec.compositeTypeRef: no XRD defines apiVersion "
+        "modelplane.ai/v1alpha1 kind Nothing"
+    ]
