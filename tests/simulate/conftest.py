@@ -7,12 +7,12 @@ the real pipeline through real gRPC servers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from modelplane import xrd
+from modelplane import repo, xrd
 from modelplane.controlplane import ControlPlane
 from modelplane.pipeline import DesiredResource, PipelineResult
 
@@ -90,6 +90,20 @@ def write_test_apis(root: Path) -> Path:
         (apis / plural / "definition.yaml").write_text(_xrd(kind, plural, scope, WIDGET_SPEC))
     (root / "schemas").mkdir(exist_ok=True)
     return apis
+
+
+@pytest.fixture
+def test_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """MODELPLANE_ROOT pointing at a tmp repository holding only the test XRDs."""
+    root = tmp_path / "test-repo"
+    write_test_apis(root)
+    monkeypatch.setenv("MODELPLANE_ROOT", str(root))
+    repo.root.cache_clear()
+    xrd.catalog.cache_clear()
+    yield root
+    monkeypatch.delenv("MODELPLANE_ROOT")
+    repo.root.cache_clear()
+    xrd.catalog.cache_clear()
 
 
 @pytest.fixture
