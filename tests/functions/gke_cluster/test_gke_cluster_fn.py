@@ -218,8 +218,9 @@ def test_cluster_network_and_identity_follow_the_spec():
     assert fp["addonsConfig"] == {"gcpFilestoreCsiDriverConfig": {"enabled": True}}
     assert cluster["writeConnectionSecretToRef"] == {"name": KUBECONFIG}
     # GKE cluster names are at most 40 characters and must start with a letter.
+    # The GKE cluster is named after the XR whenever GKE accepts that name.
     cluster_name = resources["cluster"]["metadata"]["annotations"]["crossplane.io/external-name"]
-    assert len(cluster_name) <= 40 and cluster_name[0].isalpha()
+    assert cluster_name == NAME
 
     subnet = resources["subnet"]["spec"]["forProvider"]
     assert subnet["ipCidrRange"] == "10.0.0.0/24"
@@ -373,7 +374,7 @@ def test_service_account_id_fits_gcp_rules_for_long_and_dotted_names():
     assert 6 <= len(sa_id) <= 30
     assert sa_id[0].isalpha() and all(c.isalnum() or c == "-" for c in sa_id)
     cluster_id = resources["cluster"]["metadata"]["annotations"]["crossplane.io/external-name"]
-    assert len(cluster_id) <= 40 and "." not in cluster_id
+    assert len(cluster_id) <= 40 and "." not in cluster_id and cluster_id[0].isalpha()
 
 
 def test_system_role_pool_has_no_gpu_labels_and_may_omit_zones():

@@ -79,7 +79,14 @@ def service_account_id(xr_name: str) -> str:
     return _cloud_name(xr_name, 30)
 
 
+_GKE_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+
+
 def cluster_name(xr_name: str) -> str:
+    """The GKE cluster's name: the XR's own name when GKE accepts it (at most 40 characters,
+    a letter first, no dots), else one derived from it."""
+    if _GKE_CLUSTER_NAME.match(xr_name):
+        return xr_name
     return _cloud_name(xr_name, 40)
 
 
