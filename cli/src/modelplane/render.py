@@ -201,26 +201,17 @@ def validate_xr(xr: JSON) -> None:
     crossplane render skips this; we check so a user learns about the bad field here, not from
     the cluster. See design/render.md.
     """
-    definition = xrd.catalog().definition_for(xr["apiVersion"], xr["kind"])
-    if definition is None:
-        return
-    schema = definition.schema(xr["apiVersion"])
-    if schema is None:
-        return
-    problems = _schema_problems(schema, xr)
+    if xrd.catalog().definition_for(xr["apiVersion"], xr["kind"]) is None:
+        return  # a kind from outside this repository: nothing to validate against
+    from modelplane import validation  # noqa: PLC0415 - CEL and schemas load only when needed
+
+    problems = [
+        f"{p.path}: {p.message}" if p.path else p.message for p in validation.validate_xr(xr)
+    ]
     if problems:
         listed = "; ".join(problems[:5])
         more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise RenderError(f"{xr['kind']} {_meta(xr).get('name', '')!r} is invalid: {listed}{more}")
-
-
-def _schema_problems(schema: JSON, xr: JSON) -> list[str]:
-    from modelplane import openapi  # noqa: PLC0415 - the validator is heavy; load it on use
-
-    checked = {key: value for key, value in xr.items() if key not in ("apiVersion", "kind")}
-    checked.pop("metadata", None)
-    issues = openapi.check_value(schema, checked, unknown_fields=False)
-    return [f"{path}: {message}" if path else message for path, message in issues]
 
 
 def parse_context(values: tuple[str, ...], files: tuple[str, ...]) -> JSON:
