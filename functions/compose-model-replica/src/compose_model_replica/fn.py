@@ -1,0 +1,130 @@
+"""compose-model-replica: a ModelReplica's engines, claims and routing on its pinned cluster.
+
+Thin glue over the pure modules: resolve the pinned InferenceCluster, plan the remote
+manifests, wrap each in a provider-kubernetes Object and report status. Whenever the function
+cannot build its normal desired state (an invalid replica, an unresolved cluster, a cluster
+without a provider config) it re-emits every observed composed resource unchanged and says why,
+because leaving one out would delete it on the workload cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+from modelplane_common.function import (
+    CompositionFunction,
+    Outcome,
+    Request,
+    Selector,
+    validation_summary,
+)
+from modelplane_common.observed import held
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
+
+from compose_model_replica import status
+from compose_model_replica.plan import plan_replica, wrap
+
+CLUSTER_REQUIREMENT = "cluster"
+CLUSTER_API_VERSION = "modelplane.ai/v1alpha1"
+CLUSTER_KIND = "InferenceCluster"
+
+
+def _provider_config(cluster: Mapping[str, Any]) -> str:
+    ref = (cluster.get("status") or {}).get("providerConfigRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _hold(outcome: Outcome, request: Request, why: str) -> None:
+    """Keep every observed composed resource exactly as it is (IC-3, platform C4)."""
+    for key, obj in request.observed.items():
+        workload = key.startswith("model-serving-")
+        outcome.compose(key, held(obj), ready=status.composed_ready(obj, workload))
+    if request.observed:
+        kept = len(request.observed)
+        outcome.event("Warning", f"{why}; keeping {kept} composed object(s) unchanged", "Holding")
+
+
+def _waiting(outcome: Outcome, request: Request, reason: str, message: str) -> Outcome:
+    _hold(outcome, request, message)
+    outcome.condition(status.ACCEPTED, False, reason, message)
+    outcome.condition(status.READY, False, "WaitingForModel", message)
+    outcome.event("Normal", message, reason)
+    return outcome
+
+
+def compose_replica(request: Request) -> Outcome:
+    """The outcome for one observed ModelReplica."""
+    outcome = Outcome()
+    cluster_name = request.spec.get("clusterName")
+    if isinstance(cluster_name, str) and cluster_name:
+        outcome.requirements[CLUSTER_REQUIREMENT] = Selector(
+            CLUSTER_API_VERSION, CLUSTER_KIND, match_name=cluster_name
+        )
+    try:
+        # Only spec is the replica's contract; status and metadata belong to Crossplane.
+        replica = ModelReplica.model_validate({"spec": request.spec})
+    except pydantic.ValidationError as err:
+        message = f"invalid ModelReplica: {validation_summary(err)}"
+        _hold(outcome, request, message)
+        outcome.condition(status.ACCEPTED, False, "InvalidSpec", message)
+        outcome.condition(status.READY, False, "WaitingForModel", message)
+        outcome.event("Warning", message, "InvalidSpec")
+        return outcome
+    cluster_name = replica.spec.clusterName
+
+    clusters = request.required(CLUSTER_REQUIREMENT)
+    if clusters is None:
+        return _waiting(outcome, request, "WaitingForCluster", "Waiting for cluster to be resolved")
+    if not clusters:
+        return _waiting(
+            outcome,
+            request,
+            "WaitingForCluster",
+            f"Waiting for cluster to be resolved: InferenceCluster {cluster_name!r} not found",
+        )
+    provider_config = _provider_config(clusters[0])
+    if not provider_config:
+        return _waiting(
+            outcome,
+            request,
+            "WaitingForCluster",
+            f"Waiting for cluster providerConfigRef: InferenceCluster {cluster_name!r} has no "
+            "status.providerConfigRef.name yet",
+        )
+
+    name = request.name
+    namespace = request.namespace or "default"
+    plan = plan_replica(replica, name, namespace)
+    workloads = set(plan.workload_keys)
+    for key, manifest in plan.manifests.items():
+        observed = request.observed.get(key)
+        outcome.compose(
+            key,
+            wrap(manifest, provider_config),
+            ready=status.composed_ready(observed, key in workloads),
+        )
+
+    states = [status.workload_state(k, request.observed.get(k)) for k in plan.workload_keys]
+    outcome.conditions.extend(status.replica_conditions(states))
+    for notice in plan.warnings:
+        outcome.event("Warning", notice.message, notice.reason)
+    for key in plan.manifests:
+        error = status.sync_error(request.observed.get(key))
+        if error:
+            outcome.event(
+                "Warning", f"{key}: cannot apply on {cluster_name}: {error}", "ApplyFailed"
+            )
+    if not any(k in request.observed for k in plan.workload_keys):
+        (first,) = replica.spec.engines[0].members[0].template.spec.containers
+        outcome.event("Normal", f"Composing {first.image} on {cluster_name}", "Composing")
+    return outcome
+
+
+class ModelReplicaFunction(CompositionFunction):
+    name = "compose-model-replica"
+
+    def compose(self, request: Request) -> Outcome:
+        return compose_replica(request)

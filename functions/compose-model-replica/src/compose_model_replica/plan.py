@@ -1,0 +1,116 @@
+"""Everything a replica puts on its workload cluster, before wrapping (model-replica.md §3-§10).
+
+Pure: a validated replica in, remote manifests by desired-resource key out. Each engine's
+objects depend only on that engine (and the replica's name, namespace and cache), so editing
+one engine changes only its own objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from modelplane_common.cache_naming import CACHE_MOUNT_PATH, cache_pvc_name
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
+
+from compose_model_replica import routing
+from compose_model_replica.backends import (
+    DEPLOYMENT_KIND,
+    LWS_KIND,
+    build_engine,
+    serving_member,
+)
+from compose_model_replica.pods import mentions_cache
+
+JSON = dict[str, Any]
+
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+# Workloads publish Available, never Ready; the has() guard keeps the query false until the
+# remote object has a status at all.
+AVAILABLE_QUERY = (
+    "has(object.status.conditions) && "
+    'object.status.conditions.exists(c, c.type == "Available" && c.status == "True")'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass
+class Plan:
+    """Remote manifests by key (engines first, in order), and what the user should know."""
+
+    manifests: dict[str, JSON]
+    workload_keys: list[str]  # model-serving-<engine>, in engine order
+    warnings: list[Notice]
+
+
+def serving_mode(replica: ModelReplica) -> str:
+    return replica.spec.serving.mode if replica.spec.serving is not None else "Unified"
+
+
+def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
+    """All remote manifests of replica ``namespace/name``."""
+    spec = replica.spec
+    cache_claim = cache_pvc_name(namespace, spec.modelCacheRef.name) if spec.modelCacheRef else None
+    engines = [build_engine(name, engine, cache_claim) for engine in spec.engines]
+    warnings: list[Notice] = []
+    if cache_claim is not None:
+        for engine in spec.engines:
+            (container,) = serving_member(engine).template.spec.containers
+            if not mentions_cache(container):
+                warnings.append(
+                    Notice(
+                        "CacheNotReferenced",
+                        f"engine {engine.name!r} mounts ModelCache {spec.modelCacheRef.name!r} "
+                        f"at {CACHE_MOUNT_PATH}, but its serving container's command and args "
+                        f"never mention {CACHE_MOUNT_PATH}; point the engine at it (e.g. "
+                        f"--model={CACHE_MOUNT_PATH}) or it fetches weights on its own",
+                    )
+                )
+
+    routed: dict[str, JSON]
+    if serving_mode(replica) == "PrefillDecode":
+        routed, pd_warnings = routing.prefill_decode(name, namespace, engines)
+        warnings.extend(Notice("DecodePortConflict", m) for m in pd_warnings)
+    else:
+        routed = routing.unified(name, namespace)
+
+    manifests: dict[str, JSON] = {}
+    for built in engines:
+        manifests[built.workload_key] = built.workload
+        manifests.update(built.claims)
+    manifests.update(routed)
+    return Plan(manifests, [e.workload_key for e in engines], warnings)
+
+
+def is_available_gated(manifest: JSON) -> bool:
+    """Engine and picker workloads are ready when Available; everything else once created."""
+    return manifest.get("apiVersion") in (
+        "apps/v1",
+        "leaderworkerset.x-k8s.io/v1",
+    ) and manifest.get("kind") in (DEPLOYMENT_KIND, LWS_KIND)
+
+
+def wrap(manifest: JSON, provider_config: str) -> JSON:
+    """A provider-kubernetes ``Object`` creating ``manifest`` through ``provider_config``.
+
+    No metadata: Crossplane names the Object in the replica's namespace.
+    """
+    readiness: JSON = (
+        {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE_QUERY}
+        if is_available_gated(manifest)
+        else {"policy": "SuccessfulCreate"}
+    )
+    return {
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "spec": {
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+            "readiness": readiness,
+            "forProvider": {"manifest": manifest},
+        },
+    }

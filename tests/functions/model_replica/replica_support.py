@@ -1,0 +1,194 @@
+"""Shared helpers for the compose-model-replica tests (imported via this folder's conftest)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pydantic
+import yaml
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane import validation
+from modelplane_common.plain import to_plain, to_struct
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
+
+JSON = dict[str, Any]
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "replica"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+# resource.k8s.io/v1 (DRA GA) first ships in Kubernetes 1.34; workload clusters run 1.35+.
+DRA_KUBERNETES_VERSION = "1.34"
+
+_READY = {fnv1.READY_TRUE: "True", fnv1.READY_FALSE: "False", fnv1.READY_UNSPECIFIED: None}
+_STATUS = {
+    fnv1.STATUS_CONDITION_TRUE: "True",
+    fnv1.STATUS_CONDITION_FALSE: "False",
+    fnv1.STATUS_CONDITION_UNKNOWN: "Unknown",
+}
+
+
+def load_docs(path: Path) -> list[JSON]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def example(name: str) -> JSON:
+    """An example replica, defaulted as the API server stores it."""
+    (xr,) = load_docs(EXAMPLES / f"{name}.yaml")
+    return validation.defaulted(xr)
+
+
+def cluster(name: str) -> JSON:
+    return next(c for c in load_docs(EXAMPLES / "clusters.yaml") if c["metadata"]["name"] == name)
+
+
+def ready_cluster(name: str = "gke-us-central", provider_config: str | None = None) -> JSON:
+    found = copy.deepcopy(cluster("gke-us-central"))
+    found["metadata"]["name"] = name
+    if provider_config is not None:
+        found["status"]["providerConfigRef"]["name"] = provider_config
+    return found
+
+
+def request(
+    xr: JSON,
+    clusters: list[JSON] | None,
+    observed: dict[str, JSON] | None = None,
+) -> fnv1.RunFunctionRequest:
+    """A RunFunctionRequest; ``clusters`` None means the requirement is not resolved yet."""
+    req = fnv1.RunFunctionRequest(
+        observed=fnv1.State(
+            composite=fnv1.Resource(resource=to_struct(xr)),
+            resources={
+                key: fnv1.Resource(resource=to_struct(obj)) for key, obj in (observed or {}).items()
+            },
+        )
+    )
+    if clusters is not None:
+        req.required_resources["cluster"].CopyFrom(
+            fnv1.Resources(items=[fnv1.Resource(resource=to_struct(c)) for c in clusters])
+        )
+    return req
+
+
+def summarize(rsp: fnv1.RunFunctionResponse) -> JSON:
+    """The parts of a response a golden file records."""
+    return {
+        "resources": {
+            key: {"ready": _READY[r.ready], "object": to_plain(r.resource)}
+            for key, r in sorted(rsp.desired.resources.items())
+        },
+        "conditions": [
+            {
+                "type": c.type,
+                "status": _STATUS[c.status],
+                "reason": c.reason,
+                **({"message": c.message} if c.HasField("message") else {}),
+            }
+            for c in rsp.conditions
+        ],
+        "results": [
+            {
+                "severity": fnv1.Severity.Name(r.severity).removeprefix("SEVERITY_"),
+                **({"reason": r.reason} if r.HasField("reason") else {}),
+                "message": r.message,
+            }
+            for r in rsp.results
+        ],
+    }
+
+
+def requirements(rsp: fnv1.RunFunctionResponse) -> JSON:
+    return {
+        key: {
+            "apiVersion": s.api_version,
+            "kind": s.kind,
+            "matchName": s.match_name,
+        }
+        for key, s in rsp.requirements.resources.items()
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Schema validation: what the API servers (control plane and workload cluster) would say
+
+
+def manifest_problems(manifest: JSON) -> list[str]:
+    """Problems the workload cluster's API server would report for a remote manifest."""
+    if manifest.get("apiVersion") == "resource.k8s.io/v1":
+        try:
+            kubernetes_validate.validate(manifest, DRA_KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            return [f"{manifest['kind']}: {err.message}"]
+        return []
+    problems = [str(p) for p in validation.validate_object(manifest)]
+    if not validation.generated_model(manifest["apiVersion"], manifest["kind"]):
+        # Core kinds: kubernetes-validate itself too, strict, at the DRA-capable version.
+        try:
+            kubernetes_validate.validate(manifest, DRA_KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            problems.append(f"{manifest['kind']}: {err.message}")
+    return problems
+
+
+def object_problems(obj: JSON) -> list[str]:
+    """Problems with a composed provider-kubernetes Object and the manifest it wraps."""
+    problems: list[str] = []
+    try:
+        Object.model_validate(obj)
+    except pydantic.ValidationError as err:
+        problems.append(f"Object: {err}")
+    manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+    if not isinstance(manifest, dict):
+        return [*problems, "Object: spec.forProvider.manifest missing"]
+    return problems + manifest_problems(manifest)
+
+
+def manifest_of(obj: JSON) -> JSON:
+    return obj["spec"]["forProvider"]["manifest"]
+
+
+# --------------------------------------------------------------------------------------------
+# Observed state as provider-kubernetes reports it
+
+
+def observed_object(
+    desired: JSON,
+    *,
+    name: str,
+    created: bool = True,
+    ready: bool = False,
+    remote_status: JSON | None = None,
+    synced_error: str | None = None,
+) -> JSON:
+    """The observed Object for a desired one: named, with the remote copy and conditions."""
+    obj = copy.deepcopy(desired)
+    obj["metadata"] = {"name": name, "namespace": "ml-team"}
+    status: JSON = {"conditions": []}
+    if created:
+        remote = copy.deepcopy(manifest_of(desired))
+        remote["metadata"]["uid"] = f"uid-{name}"
+        if remote_status is not None:
+            remote["status"] = remote_status
+        status["atProvider"] = {"manifest": remote}
+    status["conditions"].append(
+        {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "Available" if ready else "Unavailable",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    )
+    status["conditions"].append(
+        {
+            "type": "Synced",
+            "status": "False" if synced_error else "True",
+            "reason": "ReconcileError" if synced_error else "ReconcileSuccess",
+            **({"message": synced_error} if synced_error else {}),
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    )
+    obj["status"] = status
+    return obj
