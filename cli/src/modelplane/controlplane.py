@@ -15,6 +15,7 @@ fixed point, ``providers.inject`` a failure, read objects back with ``get``/``li
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import datetime
@@ -22,7 +23,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,6 +65,43 @@ class HostedRunner:
         from modelplane.pipeline import run_pipeline  # noqa: PLC0415 - lands with render
 
         return run_pipeline(self.host, composition, xr, observed, required)
+
+
+@contextlib.contextmanager
+def session(
+    directory: Path | None = None,
+    *,
+    catalog: xrd.Catalog | None = None,
+    functions: list[JSON] | None = None,
+    servicers: Mapping[str, Any] | None = None,
+    timeout: float = 60.0,
+    progress: Callable[[str], None] | None = None,
+) -> Iterator[ControlPlane]:
+    """A control plane whose pipelines call real gRPC functions, for scripts and scenario tests.
+
+    Repository functions are hosted in-process; ``functions`` (Crossplane Function objects, e.g.
+    Development targets) and ``servicers`` (name -> servicer) add or replace some. Manifests in
+    ``directory`` are loaded first; Function objects found there are used too.
+    """
+    plane = ControlPlane(runner=_unstarted, catalog=catalog, progress=progress)
+    if directory is not None:
+        plane.load(directory)
+    listed = [*(functions or []), *plane.functions]
+    names = {str((fn.get("metadata") or {}).get("name")) for fn in listed}
+    from modelplane.pipeline import FunctionHost, repository_functions  # noqa: PLC0415
+
+    everything = listed + [
+        {"apiVersion": "pkg.crossplane.io/v1", "kind": "Function", "metadata": {"name": name}}
+        for name in sorted(repository_functions())
+        if name not in names
+    ]
+    with FunctionHost(functions=everything, timeout=timeout, servicers=servicers) as host:
+        plane.runner = HostedRunner(host)
+        yield plane
+
+
+def _unstarted(*_: object) -> PipelineResult:
+    raise ComposeError("no function host is running")
 
 
 class InvalidManifestError(Exception):
@@ -164,6 +202,20 @@ class ControlPlane:
                 continue
             found.append(obj)
         return found
+
+    def find(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
+        """An object by kind and name, any apiVersion: ``find("ModelDeployment", "q", "ml")``."""
+        for key, obj in self._objects.items():
+            if key[1] == kind and key[3] == name and key[2] == (namespace or ""):
+                return obj
+        return None
+
+    def key(self, kind: str, name: str, namespace: str | None = None) -> ObjectKey:
+        """The store key of an existing object (for ``patch`` and ``delete``)."""
+        obj = self.find(kind, name, namespace)
+        if obj is None:
+            raise KeyError(f"{kind}/{namespace + '/' if namespace else ''}{name} does not exist")
+        return key_of(obj)
 
     def objects(self) -> list[JSON]:
         return [self._objects[key] for key in sorted(self._objects)]

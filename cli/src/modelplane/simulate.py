@@ -16,14 +16,9 @@ import click
 import yaml
 
 from modelplane import kube, xrd
-from modelplane.controlplane import (
-    ControlPlane,
-    Convergence,
-    HostedRunner,
-    InvalidManifestError,
-)
+from modelplane.controlplane import ControlPlane, Convergence, InvalidManifestError, session
 from modelplane.kube import JSON, describe, group_of, key_of, lookup
-from modelplane.pipeline import FunctionHost, PipelineError, repository_functions
+from modelplane.pipeline import PipelineError
 
 
 @click.command("simulate")
@@ -60,22 +55,17 @@ def command(directory: Path, output: str, max_rounds: int, timeout: float) -> No
         catalog = xrd.catalog()
     except FileNotFoundError as err:
         raise click.ClickException(str(err)) from err
-    plane = ControlPlane(
-        runner=_no_runner, catalog=catalog, progress=lambda line: click.echo(line, err=True)
-    )
+    progress = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
-        plane.load(directory)
+        with session(directory, catalog=catalog, timeout=timeout, progress=progress) as plane:
+            host = plane.runner.host  # type: ignore[attr-defined]
+            host.deadline = time.monotonic() + timeout
+            outcome = plane.run(max_rounds=max_rounds, timeout=timeout)
     except InvalidManifestError as err:
         click.echo(f"invalid manifests:\n{_indent(str(err))}", err=True)
         sys.exit(1)
-    try:
-        host = FunctionHost(functions=_functions(plane.functions), timeout=timeout)
     except PipelineError as err:
         raise click.ClickException(str(err)) from err
-    with host:
-        host.deadline = time.monotonic() + timeout
-        plane.runner = HostedRunner(host)
-        outcome = plane.run(max_rounds=max_rounds, timeout=timeout)
     if output == "yaml":
         click.echo(
             yaml.safe_dump_all(_ordered(plane), sort_keys=False, explicit_start=True), nl=False
@@ -83,20 +73,6 @@ def command(directory: Path, output: str, max_rounds: int, timeout: float) -> No
     else:
         click.echo(table(plane))
     sys.exit(_verdict(plane, outcome))
-
-
-def _no_runner(*_: object) -> object:
-    raise RuntimeError("no function host yet")  # replaced before the first round
-
-
-def _functions(listed: list[JSON]) -> list[JSON]:
-    """Functions from DIR (e.g. Development targets) plus every repository function."""
-    names = {str((fn.get("metadata") or {}).get("name")) for fn in listed}
-    return listed + [
-        {"apiVersion": "pkg.crossplane.io/v1", "kind": "Function", "metadata": {"name": name}}
-        for name in sorted(repository_functions())
-        if name not in names
-    ]
 
 
 def _verdict(plane: ControlPlane, outcome: Convergence) -> int:
@@ -122,12 +98,14 @@ def _report_unready(plane: ControlPlane) -> bool:
     click.echo(f"simulate: {len(unready)} Modelplane resource(s) not Ready:", err=True)
     for obj in unready:
         reasons = []
-        for type_ in ("Synced", "Ready"):
-            found = kube.condition(obj, type_)
-            if found and found.get("status") != "True":
-                reasons.append(f"{type_}={found.get('status')} {found.get('reason', '')}".strip())
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        for found in sorted(conditions, key=lambda c: c.get("type") != "Synced"):
+            if found.get("status") != "True":
+                reasons.append(
+                    f"{found.get('type')}={found.get('status')} {found.get('reason', '')}"
+                )
                 if found.get("message"):
-                    reasons[-1] += f": {found['message']}"
+                    reasons[-1] = f"{reasons[-1].rstrip()}: {found['message']}"
         for event in plane.events.get(key_of(obj), []):
             if event["type"] == "Warning":
                 reasons.append(f"event {event['reason']}: {event['message']}")
