@@ -40,6 +40,10 @@ _CLUSTER_SCOPED: set[tuple[str, str]] = {
     ("pkg.crossplane.io", "DeploymentRuntimeConfig"),
 }
 
+# Namespaced managed kinds (GKE/EKS `Cluster`, EKS `ClusterAuth`) whose names merely start with
+# "Cluster"; the legacy groups' versions are cluster-scoped by the group rule below anyway.
+_NAMESPACED_KINDS_NAMED_CLUSTER = {"Cluster", "ClusterAuth"}
+
 # Crossplane's legacy (cluster-scoped) managed-resource groups; the `.m.` groups are namespaced.
 _LEGACY_MANAGED_GROUP = re.compile(r"^(?!.*\.m\.)[a-z0-9.-]+\.(upbound\.io|crossplane\.io)$")
 _CROSSPLANE_OWN_GROUPS = {
@@ -63,7 +67,9 @@ def is_modelplane_group(group: str) -> bool:
 def kind_is_namespaced(api_version: str, kind: str) -> bool:
     """Scope of a non-XR kind, from a small table (no API discovery offline)."""
     group = group_of(api_version)
-    if (group, kind) in _CLUSTER_SCOPED or kind.startswith("Cluster"):
+    if (group, kind) in _CLUSTER_SCOPED:
+        return False
+    if kind.startswith("Cluster") and kind not in _NAMESPACED_KINDS_NAMED_CLUSTER:
         return False
     if group in _CROSSPLANE_OWN_GROUPS:
         return True  # Usage and friends are namespaced in v2
