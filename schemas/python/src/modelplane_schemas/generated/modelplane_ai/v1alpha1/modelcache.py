@@ -21,8 +21,17 @@ class HuggingFace(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    repo: Annotated[str, Field(max_length=256, min_length=1)]
-    revision: Annotated[str | None, Field(max_length=256, min_length=1)] = None
+    repo: Annotated[
+        str,
+        Field(
+            max_length=256,
+            min_length=1,
+            pattern="^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$",
+        ),
+    ]
+    revision: Annotated[
+        str | None, Field(max_length=256, min_length=1, pattern="^[A-Za-z0-9._][A-Za-z0-9._/-]*$")
+    ] = None
     authSecret: AuthSecret | None = None
     sizeGiB: Annotated[int, Field(ge=1, le=100000)]
 

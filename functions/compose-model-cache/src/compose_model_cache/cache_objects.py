@@ -1,0 +1,152 @@
+"""What compose-model-cache puts on each workload cluster (model-cache.md §6).
+
+Everything here is plain data: the PVC, the hydration Job and its script, and the
+provider-kubernetes Objects that carry them to the cluster.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from modelplane_common.cache_naming import (
+    CACHE_LABEL,
+    CACHE_REMOTE_NAMESPACE,
+    cache_hydration_job_name,
+    cache_pvc_name,
+)
+from modelplane_common.plain import JSON
+
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+HYDRATION_IMAGE = "python:3.11-slim"
+HYDRATION_MOUNT = "/mnt/artifact"
+COMPLETION_MARKER = f"{HYDRATION_MOUNT}/.modelplane-hydrated"
+TOKEN_ENV = "HF_TOKEN"
+DEFAULT_TOKEN_KEY = "HF_TOKEN"
+PVC_BOUND_QUERY = 'object.status.phase == "Bound"'
+JOB_COMPLETE_QUERY = (
+    'object.status.conditions.exists(c, c.type == "Complete" && c.status == "True")'
+)
+# Everything except Delete: dropping the Job Object orphans the remote Job, whose own TTL
+# then removes it together with its pod (model-cache.md §9.2).
+JOB_MANAGEMENT_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
+
+
+def pvc_key(cluster: str) -> str:
+    return f"pvc-{cluster}"
+
+
+def job_key(cluster: str) -> str:
+    return f"hydrate-{cluster}"
+
+
+def persistent_volume_claim(
+    namespace: str, cache_name: str, storage_class: str, size_gib: int
+) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": cache_pvc_name(namespace, cache_name),
+            "namespace": CACHE_REMOTE_NAMESPACE,
+            "labels": {CACHE_LABEL: cache_name},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": f"{size_gib}Gi"}},
+        },
+    }
+
+
+def hydration_script(repo: str, revision: str | None) -> str:
+    """The one shell string the hydration container runs (model-cache.md §6.4).
+
+    ``set -e`` first and the marker last: a download that fails or is cut off never writes
+    the marker, so the next run resumes the download instead of serving truncated weights.
+    The marker, not a non-empty directory, decides whether to skip (lost+found and partial
+    files must not count as done).
+    """
+    download = f"hf download {shlex.quote(repo)}"
+    if revision:
+        download += f" --revision {shlex.quote(revision)}"
+    download += f" --local-dir {HYDRATION_MOUNT}"
+    return "; ".join(
+        [
+            "set -e",
+            f"if [ -f {COMPLETION_MARKER} ]; then echo 'already hydrated, skipping'; exit 0; fi",
+            "pip install --quiet huggingface_hub",
+            download,
+            f"touch {COMPLETION_MARKER}",
+        ]
+    )
+
+
+def token_env(auth_secret: JSON | None) -> list[JSON]:
+    """The token reaches the pod only as a reference to a Secret on the workload cluster."""
+    if not auth_secret:
+        return []
+    return [
+        {
+            "name": TOKEN_ENV,
+            "valueFrom": {
+                "secretKeyRef": {
+                    "name": auth_secret["name"],
+                    "key": auth_secret.get("key") or DEFAULT_TOKEN_KEY,
+                }
+            },
+        }
+    ]
+
+
+def hydration_job(
+    namespace: str, cache_name: str, repo: str, revision: str | None, auth_secret: JSON | None
+) -> JSON:
+    labels = {CACHE_LABEL: cache_name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": cache_hydration_job_name(namespace, cache_name),
+            "namespace": CACHE_REMOTE_NAMESPACE,
+            "labels": dict(labels),
+        },
+        "spec": {
+            "backoffLimit": 3,
+            "ttlSecondsAfterFinished": 180,
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "volumes": [
+                        {
+                            "name": "artifact",
+                            "persistentVolumeClaim": {
+                                "claimName": cache_pvc_name(namespace, cache_name)
+                            },
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "hydrate",
+                            "image": HYDRATION_IMAGE,
+                            "command": ["/bin/sh", "-c", hydration_script(repo, revision)],
+                            "env": token_env(auth_secret),
+                            "volumeMounts": [{"name": "artifact", "mountPath": HYDRATION_MOUNT}],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def wrapped(manifest: JSON, provider_config: str, cel_query: str, *, job: bool) -> JSON:
+    """``manifest`` in a provider-kubernetes Object for the cluster's ClusterProviderConfig."""
+    spec: JSON = {
+        "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+        "readiness": {"policy": "DeriveFromCelQuery", "celQuery": cel_query},
+        "forProvider": {"manifest": manifest},
+    }
+    if job:
+        spec["managementPolicies"] = list(JOB_MANAGEMENT_POLICIES)
+    return {"apiVersion": OBJECT_API_VERSION, "kind": "Object", "spec": spec}

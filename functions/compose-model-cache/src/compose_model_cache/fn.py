@@ -1,0 +1,163 @@
+"""compose-model-cache: per matched cluster an RWX PVC and, until staged, a hydration Job."""
+
+from __future__ import annotations
+
+import pydantic
+from modelplane_common.function import (
+    CompositionFunction,
+    Outcome,
+    Request,
+    Selector,
+    validation_summary,
+)
+from modelplane_common.managed import hold_observed, validated
+from modelplane_common.plain import JSON
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
+
+from compose_model_cache import cache_objects as objects
+from compose_model_cache import staging
+
+CLUSTERS = "clusters"
+CLUSTERS_MATCHED = "ClustersMatched"
+ARTIFACT_READY = "ArtifactReady"
+
+
+def clusters_requirement(match_labels: dict[str, str]) -> Selector:
+    return Selector("modelplane.ai/v1alpha1", "InferenceCluster", match_labels=dict(match_labels))
+
+
+def compose_cache(
+    composite: JSON, observed: dict[str, JSON], clusters: list[JSON] | None
+) -> Outcome:
+    """The outcome for one ModelCache given its observed Objects and the resolved clusters."""
+    metadata = composite.get("metadata") or {}
+    namespace, name = metadata.get("namespace") or "default", metadata.get("name", "")
+    outcome = Outcome()
+    try:
+        # Only the spec: status carries whatever Crossplane and earlier reconciles wrote.
+        spec = ModelCache.model_validate({"spec": composite.get("spec")}).spec
+    except pydantic.ValidationError as err:
+        message = f"invalid ModelCache: {validation_summary(err)}"
+        outcome.resources.update(hold_observed(observed))
+        outcome.condition(ARTIFACT_READY, False, "InvalidSpec", message)
+        outcome.event("Warning", message, reason="InvalidSpec")
+        return outcome
+    match_labels = dict((spec.clusterSelector.matchLabels or {}) if spec.clusterSelector else {})
+    outcome.requirements = {CLUSTERS: clusters_requirement(match_labels)}
+    if clusters is None:
+        # Not resolved yet: Crossplane resolves it and calls again. Keep everything meanwhile.
+        outcome.resources.update(hold_observed(observed))
+        return outcome
+    if spec.huggingFace is None:  # the XRD's CEL rule makes this unreachable in a cluster
+        message = "spec.huggingFace is required when spec.source is HuggingFace"
+        outcome.resources.update(hold_observed(observed))
+        outcome.condition(ARTIFACT_READY, False, "InvalidSpec", message)
+        outcome.event("Warning", message, reason="InvalidSpec")
+        return outcome
+    source = spec.huggingFace
+    auth = source.authSecret.model_dump(exclude_none=True) if source.authSecret else None
+
+    matched = staging.matched_clusters(clusters, match_labels)
+    was_ready = staging.previously_ready(composite.get("status") or {})
+    statuses = []
+    phases = []
+    for cluster in matched:
+        pvc_key, job_key = objects.pvc_key(cluster.name), objects.job_key(cluster.name)
+        observed_pvc, observed_job = observed.get(pvc_key), observed.get(job_key)
+        # Phases first: the phase decides whether the Job is composed at all.
+        phase = staging.derive_phase(observed_pvc, observed_job, cluster.name in was_ready)
+        phases.append(phase.phase)
+        entry: JSON = {"name": cluster.name, "phase": phase.phase}
+        if phase.message:
+            entry["message"] = phase.message
+        statuses.append(entry)
+
+        # An existing PVC keeps the class it was created with: the field is immutable, and a
+        # changed override must not leave the Object failing to update forever.
+        storage_class = staging.applied_storage_class(observed_pvc) or cluster.storage_class
+        pvc = objects.persistent_volume_claim(namespace, name, storage_class, source.sizeGiB)
+        # Always composed for a matched cluster, whatever its state: omission deletes weights.
+        outcome.compose(
+            pvc_key,
+            validated(
+                Object,
+                objects.wrapped(pvc, cluster.provider_config, objects.PVC_BOUND_QUERY, job=False),
+            ),
+            ready=staging.object_ready(observed_pvc),
+        )
+        if phase.phase != "Ready":
+            job = objects.hydration_job(namespace, name, source.repo, source.revision, auth)
+            outcome.compose(
+                job_key,
+                validated(
+                    Object,
+                    objects.wrapped(
+                        job, cluster.provider_config, objects.JOB_COMPLETE_QUERY, job=True
+                    ),
+                ),
+                ready=staging.object_ready(observed_job),
+            )
+
+    ready_count = phases.count("Ready")
+    outcome.composite_status = {
+        "summary": {"ready": f"{ready_count}/{len(matched)}"},
+        "clusters": statuses,
+    }
+    _conditions(outcome, phases)
+    _events(
+        outcome,
+        composite=composite,
+        observed=observed,
+        matched=matched,
+        repo=source.repo,
+        ready_count=ready_count,
+    )
+    return outcome
+
+
+def _conditions(outcome: Outcome, phases: list[str]) -> None:
+    total, ready = len(phases), phases.count("Ready")
+    if total == 0:
+        message = "no InferenceCluster matches spec.clusterSelector and has a provider config"
+        outcome.condition(CLUSTERS_MATCHED, False, "NoClusters", message)
+        outcome.condition(ARTIFACT_READY, False, "NoClusters", message)
+        # Nothing is composed, so Crossplane would otherwise derive Ready=True (IC-4).
+        outcome.composite_ready = False
+        return
+    outcome.condition(CLUSTERS_MATCHED, True, "Matched", f"{total} cluster(s) matched")
+    if "Failed" in phases:
+        failed = phases.count("Failed")
+        outcome.condition(
+            ARTIFACT_READY, False, "Failed", f"hydration failed on {failed} of {total} cluster(s)"
+        )
+    elif ready == total:
+        outcome.condition(ARTIFACT_READY, True, "Staged", f"staged on all {total} cluster(s)")
+        outcome.composite_ready = True
+    elif ready:
+        outcome.condition(ARTIFACT_READY, False, "Partial", f"staged on {ready} of {total}")
+    else:
+        outcome.condition(ARTIFACT_READY, False, "Hydrating", f"staging to {total} cluster(s)")
+
+
+def _events(
+    outcome: Outcome,
+    *,
+    composite: JSON,
+    observed: dict[str, JSON],
+    matched: list[staging.MatchedCluster],
+    repo: str,
+    ready_count: int,
+) -> None:
+    if matched and not any(objects.pvc_key(c.name) in observed for c in matched):
+        names = ", ".join(c.name for c in matched)
+        outcome.event("Normal", f"Staging {repo} to {len(matched)} clusters: {names}")
+    if matched and ready_count == len(matched) and not staging.composite_ready(composite):
+        outcome.event("Normal", f"Artifact staged on all {len(matched)} clusters")
+
+
+class ModelCacheFunction(CompositionFunction):
+    name = "compose-model-cache"
+
+    def compose(self, request: Request) -> Outcome:
+        return compose_cache(request.composite, request.observed, request.required(CLUSTERS))

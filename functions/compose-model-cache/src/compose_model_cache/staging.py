@@ -1,0 +1,148 @@
+"""Which clusters a ModelCache stages to and how far each has got (model-cache.md §5, §6.3, §7).
+
+Observed objects come from other controllers and may be incomplete or malformed; every read
+here tolerates that and falls back to "not there yet" rather than failing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+Phase = Literal["Pending", "Hydrating", "Ready", "Failed"]
+
+DEFAULT_STORAGE_CLASS = "modelplane-rwx"
+SOURCE_STORAGE_CLASS = {
+    "GKE": ("gke", DEFAULT_STORAGE_CLASS),
+    "EKS": ("eks", "modelplane-rwx-efs"),
+    "Existing": ("existing", DEFAULT_STORAGE_CLASS),
+}
+
+
+def _get(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...``, or None as soon as something is missing or not a map."""
+    for part in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _list(value: Any) -> list[Mapping]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchedCluster:
+    name: str
+    provider_config: str
+    storage_class: str
+
+
+def matched_clusters(
+    clusters: Sequence[Mapping], match_labels: Mapping[str, str]
+) -> list[MatchedCluster]:
+    """Clusters with all ``match_labels`` that Modelplane can reach, in the order given.
+
+    Only stable facts decide (a provider config exists), never readiness: a cluster that
+    stops matching loses its PVC and the weights on it.
+    """
+    matched = []
+    for cluster in clusters:
+        name = _get(cluster, "metadata", "name")
+        labels = _get(cluster, "metadata", "labels") or {}
+        provider_config = _get(cluster, "status", "providerConfigRef", "name")
+        if not isinstance(name, str) or not name or not isinstance(labels, Mapping):
+            continue
+        if any(labels.get(k) != v for k, v in match_labels.items()):
+            continue
+        if not isinstance(provider_config, str) or not provider_config:
+            continue
+        matched.append(MatchedCluster(name, provider_config, storage_class(cluster)))
+    return matched
+
+
+def storage_class(cluster: Mapping) -> str:
+    """The cluster's per-source cache storage class, else that source's default.
+
+    Applied here because a schema default on ``cache.storageClassName`` does not materialise
+    when the whole ``cache`` block is omitted.
+    """
+    source = _get(cluster, "spec", "cluster", "source")
+    block, default = SOURCE_STORAGE_CLASS.get(source, (None, DEFAULT_STORAGE_CLASS))
+    if block is None:
+        return default
+    chosen = _get(cluster, "spec", "cluster", block, "cache", "storageClassName")
+    return chosen if isinstance(chosen, str) and chosen else default
+
+
+def remote_status(observed_object: Mapping | None) -> Mapping:
+    """The wrapped object's own status, as provider-kubernetes last observed it."""
+    found = _get(observed_object, "status", "atProvider", "manifest", "status")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _condition(status: Mapping, type_: str) -> Mapping | None:
+    for condition in _list(status.get("conditions")):
+        if condition.get("type") == type_ and condition.get("status") == "True":
+            return condition
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPhase:
+    phase: Phase
+    message: str = ""
+
+
+def derive_phase(
+    observed_pvc: Mapping | None, observed_job: Mapping | None, was_ready: bool
+) -> ClusterPhase:
+    """The cluster's phase, first matching rule wins (model-cache.md §7).
+
+    ``was_ready`` latches Ready through the cache's own status, because the finished Job is
+    dropped and garbage-collected; the PVC must still be Bound for the latch to hold.
+    """
+    job = remote_status(observed_job)
+    failed = _condition(job, "Failed")
+    if failed is not None:
+        reason = failed.get("reason") or "Failed"
+        detail = failed.get("message") or "the hydration Job exhausted its retries"
+        return ClusterPhase("Failed", f"hydration Job failed ({reason}): {detail}")
+    bound = remote_status(observed_pvc).get("phase") == "Bound"
+    if bound and (_condition(job, "Complete") is not None or was_ready):
+        return ClusterPhase("Ready")
+    if bound:
+        return ClusterPhase("Hydrating")
+    return ClusterPhase("Pending")
+
+
+def previously_ready(status: Mapping) -> set[str]:
+    """Cluster names the cache's last written status reported Ready."""
+    return {
+        str(entry.get("name"))
+        for entry in _list(status.get("clusters"))
+        if entry.get("phase") == "Ready"
+    }
+
+
+def object_ready(observed_object: Mapping | None) -> bool:
+    """The Object's own Ready condition, which its CEL readiness policy drives."""
+    for condition in _list(_get(observed_object, "status", "conditions")):
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def composite_ready(composite: Mapping) -> bool:
+    for condition in _list(_get(composite, "status", "conditions")):
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def applied_storage_class(observed_pvc_object: Mapping | None) -> str | None:
+    """The storage class an existing PVC was created with (immutable on a PVC)."""
+    found = _get(observed_pvc_object, "spec", "forProvider", "manifest", "spec", "storageClassName")
+    return found if isinstance(found, str) and found else None
