@@ -106,8 +106,9 @@ def _report_unready(plane: ControlPlane) -> bool:
                 )
                 if found.get("message"):
                     reasons[-1] = f"{reasons[-1].rstrip()}: {found['message']}"
+        said = {str(c.get("message")) for c in conditions}
         for event in plane.events.get(key_of(obj), []):
-            if event["type"] == "Warning":
+            if event["type"] == "Warning" and event["message"] not in said:
                 reasons.append(f"event {event['reason']}: {event['message']}")
         click.echo(
             f"  {describe(key_of(obj))}: {'; '.join(reasons) or 'no Ready condition'}", err=True
