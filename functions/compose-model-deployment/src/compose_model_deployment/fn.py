@@ -1,0 +1,283 @@
+"""compose-model-deployment: the Crossplane glue around the fleet scheduler.
+
+Reads two required-resource sets (``clusters``, ``all-replicas``), runs the scheduler, and
+composes one ModelReplica per placed replica plus one ModelEndpoint per replica that is Ready
+on a cluster with a gateway address. Whenever the schedule cannot be computed (requirements not
+resolved yet, an invalid selector, a spec the schema would reject) the observed replicas and
+endpoints are re-emitted unchanged: leaving them out would delete serving replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+from modelplane_common.function import (
+    CompositionFunction,
+    Outcome,
+    Request,
+    Selector,
+    validation_summary,
+)
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
+
+from compose_model_deployment import names, scheduler
+from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
+
+API_VERSION = "modelplane.ai/v1alpha1"
+CLUSTERS = "clusters"
+ALL_REPLICAS = "all-replicas"
+SCHEDULED = "ReplicasScheduled"
+READY = "ReplicasReady"
+_REPLICA_PREFIX = "replica-"
+_ENDPOINT_PREFIX = "endpoint-"
+
+JSON = dict[str, Any]
+
+
+def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
+    match_labels = ((spec.get("clusterSelector") or {}).get("matchLabels")) or {}
+    return {
+        CLUSTERS: Selector(API_VERSION, "InferenceCluster", match_labels=dict(match_labels)),
+        # Every replica of every deployment, so the ledger sees the whole fleet's usage.
+        ALL_REPLICAS: Selector(API_VERSION, "ModelReplica"),
+    }
+
+
+def is_ready(obj: Mapping[str, Any] | None) -> bool:
+    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def _previous_reason(composite: Mapping[str, Any]) -> str:
+    for condition in (composite.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == SCHEDULED:
+            return str(condition.get("reason", ""))
+    return ""
+
+
+def _clean(observed: Mapping[str, Any]) -> JSON:
+    """An observed composed object as desired state: identity, labels and spec only."""
+    metadata = observed.get("metadata") or {}
+    kept = {k: metadata[k] for k in ("name", "namespace", "labels") if k in metadata}
+    body: JSON = {"apiVersion": observed.get("apiVersion"), "kind": observed.get("kind")}
+    body["metadata"] = kept
+    if "spec" in observed:
+        body["spec"] = observed["spec"]
+    return body
+
+
+def replica_manifest(deployment: Deployment, placement: Placement) -> JSON:
+    spec: JSON = {"clusterName": placement.cluster}
+    cache = deployment.spec.get("modelCacheRef")
+    if cache:
+        spec["modelCacheRef"] = {"name": cache["name"]}
+    serving = deployment.spec.get("serving")
+    if serving:
+        spec["serving"] = {"mode": serving.get("mode", "Unified")}
+    engines = []
+    for engine, placed in zip(deployment.engines, placement.engines, strict=True):
+        composed: JSON = {"name": engine.name, "copies": engine.copies}
+        if engine.raw.get("phase"):
+            composed["phase"] = engine.raw["phase"]
+        members = []
+        for member, resolved in zip(engine.members, placed.resolved, strict=True):
+            out: JSON = {"role": member.role, "nodePoolName": placed.pool}
+            if resolved:
+                out["deviceRequests"] = [r.manifest() for r in resolved]
+            if member.raw.get("worker"):
+                out["worker"] = member.raw["worker"]
+            out["template"] = member.raw["template"]
+            members.append(out)
+        composed["members"] = members
+        engines.append(composed)
+    spec["engines"] = engines
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ModelReplica",
+        "metadata": {
+            "name": placement.name,
+            "namespace": deployment.namespace,
+            "labels": names.labels(deployment.name, placement.cluster, placement.index),
+        },
+        "spec": spec,
+    }
+
+
+def endpoint_manifest(deployment: Deployment, placement: Placement, address: str) -> JSON:
+    path = f"/{deployment.namespace}/{placement.name}/"
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ModelEndpoint",
+        "metadata": {
+            "name": placement.name,
+            "namespace": deployment.namespace,
+            "labels": names.labels(deployment.name, placement.cluster, placement.index),
+        },
+        "spec": {"url": f"http://{address}{path}v1", "rewritePath": path},
+    }
+
+
+def _observed_ours(request: Request) -> dict[str, JSON]:
+    return {
+        key: body
+        for key, body in request.observed.items()
+        if key.startswith((_REPLICA_PREFIX, _ENDPOINT_PREFIX))
+    }
+
+
+def _hold(request: Request, outcome: Outcome, wanted: int, reason: str, message: str) -> Outcome:
+    """Scheduling cannot run: keep every observed replica and endpoint exactly as it is."""
+    observed = _observed_ours(request)
+    total = ready = 0
+    for key, body in sorted(observed.items()):
+        outcome.compose(key, _clean(body), ready=is_ready(body))
+        if key.startswith(_REPLICA_PREFIX):
+            total += 1
+            ready += is_ready(body)
+    outcome.composite_status = {"replicas": {"total": total, "ready": ready}}
+    outcome.condition(SCHEDULED, False, reason, message)
+    _readiness(outcome, total, ready, wanted)
+    outcome.composite_ready = False
+    if _previous_reason(request.composite) != reason:
+        outcome.event("Warning", message, reason=reason)
+    return outcome
+
+
+def _readiness(outcome: Outcome, placed: int, ready: int, wanted: int) -> None:
+    """``ReplicasReady`` is judged against spec.replicas, not against what was placed (D6)."""
+    if placed == 0:
+        outcome.condition(READY, False, "NoReplicasScheduled")
+    elif ready >= wanted:
+        outcome.condition(READY, True, "AllReplicasReady", f"{ready} of {wanted} ready")
+    else:
+        outcome.condition(READY, False, "ModelStarting", f"{ready} of {wanted} ready")
+
+
+def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.ObservedReplica]:
+    """The fleet's replicas plus our composed ones the fleet listing does not show yet."""
+    replicas = [r for r in map(scheduler.parse_replica, fleet) if r is not None]
+    seen = {(r.namespace, r.name) for r in replicas}
+    for key, body in request.observed.items():
+        if not key.startswith(_REPLICA_PREFIX):
+            continue
+        replica = scheduler.parse_replica(body)
+        if replica is None or (replica.namespace, replica.name) in seen:
+            continue
+        # Composed by this deployment, so ours even if its labels were tampered with.
+        replicas.append(
+            scheduler.ObservedReplica(
+                replica.name,
+                replica.namespace or (request.namespace or ""),
+                request.name,
+                replica.cluster,
+                replica.index,
+                body,
+            )
+        )
+    return replicas
+
+
+def compose(request: Request) -> Outcome:
+    spec = request.spec
+    outcome = Outcome(requirements=requirements(spec))
+    wanted = spec.get("replicas", 1) if isinstance(spec.get("replicas"), int) else 1
+    fleet_clusters = request.required(CLUSTERS)
+    fleet_replicas = request.required(ALL_REPLICAS)
+    if fleet_clusters is None or fleet_replicas is None:
+        # First pass of a reconcile: Crossplane fetches the requirements and calls again,
+        # applying only that final response. Keep what exists; decide nothing yet.
+        for key, body in sorted(_observed_ours(request).items()):
+            outcome.compose(key, _clean(body), ready=is_ready(body))
+        return outcome
+
+    try:
+        Spec.model_validate(spec)
+    except pydantic.ValidationError as err:
+        message = f"invalid ModelDeployment: {validation_summary(err, 'spec')}"
+        return _hold(request, outcome, wanted, "InvalidSpec", message)
+    deployment = scheduler.parse_deployment(request.name, request.namespace or "", spec)
+    try:
+        scheduler.compile_selectors(deployment)
+    except scheduler.InvalidSelectorError as err:
+        message = f"Invalid nodeSelector CEL expression: {err}"
+        return _hold(request, outcome, wanted, "InvalidNodeSelector", message)
+
+    clusters = [scheduler.parse_cluster(c) for c in fleet_clusters]
+    result = scheduler.schedule(deployment, clusters, _observed_replicas(request, fleet_replicas))
+    return _outcome(request, outcome, deployment, clusters, result)
+
+
+def _outcome(
+    request: Request,
+    outcome: Outcome,
+    deployment: Deployment,
+    clusters: list[Cluster],
+    result: Schedule,
+) -> Outcome:
+    by_name = {c.name: c for c in clusters}
+    wanted = deployment.replicas
+    placed = len(result.placements)
+    ready = 0
+    observed_any = False
+    for placement in result.placements:
+        key = names.replica_key(placement.cluster, placement.index)
+        observed = request.observed.get(key)
+        observed_any = observed_any or observed is not None
+        if observed is None and placement.observed is not None:
+            observed = dict(placement.observed.body)
+        if placement.frozen and placement.observed is not None:
+            body = _clean(placement.observed.body)
+        else:
+            body = replica_manifest(deployment, placement)
+        replica_ready = observed is not None and is_ready(observed)
+        ready += replica_ready
+        outcome.compose(key, body, ready=replica_ready)
+        address = by_name[placement.cluster].gateway
+        if address and replica_ready:
+            endpoint = names.endpoint_key(placement.cluster, placement.index)
+            outcome.compose(
+                endpoint,
+                endpoint_manifest(deployment, placement, address),
+                ready=is_ready(request.observed.get(endpoint)),
+            )
+
+    outcome.composite_status = {"replicas": {"total": placed, "ready": ready}}
+    previous = _previous_reason(request.composite)
+    if result.checked == 0:
+        outcome.condition(SCHEDULED, False, "NoClusters")
+        if previous != "NoClusters":
+            outcome.event("Warning", "No InferenceClusters found", reason="NoClusters")
+    elif placed < wanted:
+        message = scheduler.scheduled_message(result, wanted)
+        outcome.condition(SCHEDULED, False, "InsufficientCapacity", message)
+        if previous != "InsufficientCapacity":
+            outcome.event("Warning", message, reason="InsufficientCapacity")
+    elif not observed_any:
+        outcome.condition(SCHEDULED, False, "Scheduling")
+    else:
+        outcome.condition(
+            SCHEDULED, True, "ReplicasCreated", f"Scheduled {placed} of {wanted} replicas"
+        )
+    if placed and not observed_any:
+        where = sorted({p.cluster for p in result.placements})
+        outcome.event(
+            "Normal",
+            f"Scheduled {placed} replicas across {len(where)} clusters: {', '.join(where)}",
+            reason="Scheduled",
+        )
+    _readiness(outcome, placed, ready, wanted)
+    if placed == 0 or ready < wanted:
+        # With nothing composed Crossplane would call the deployment trivially ready.
+        outcome.composite_ready = False
+    return outcome
+
+
+class ModelDeploymentFunction(CompositionFunction):
+    name = "compose-model-deployment"
+
+    def compose(self, request: Request) -> Outcome:
+        return compose(request)

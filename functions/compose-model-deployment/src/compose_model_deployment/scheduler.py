@@ -1,0 +1,521 @@
+"""The fleet scheduler (spec model-deployment §4): a pure function of observed state.
+
+Three phases, rerun in full on every reconcile:
+
+1. retain: keep each of our observed replicas whose cluster still exists and whose pinned pools
+   still match the current selectors (readiness and capacity are ignored: a replica on a
+   degraded cluster stays put);
+2. scale down: drop kept replicas from the most loaded cluster first;
+3. fill: place the shortfall one replica at a time on the least loaded cluster where every
+   engine fits, each engine on a single pool (D3), against a ledger charged with every other
+   replica's nodes.
+
+Nothing is lost: a replica pinned to a cluster or pool whose published state cannot be read is
+kept exactly as observed, and only a deleted cluster, a scale-down or a pool that no longer
+satisfies the spec moves one. When the schedule falls short, each cluster's reason is
+recorded and aggregated into a Kubernetes-scheduler-style message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from compose_model_deployment import devices, names
+from compose_model_deployment.devices import Pool, Request, Resolved
+
+MAX_MESSAGE_LENGTH = 1024
+MAX_REASON_GROUPS = 6
+
+
+class InvalidSelectorError(ValueError):
+    """A selector that does not compile; the message names engine, member and request."""
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    role: str
+    requests: tuple[Request, ...] | None
+    pods: int
+    raw: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    name: str
+    copies: int
+    members: tuple[Member, ...]
+    raw: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    name: str
+    namespace: str
+    replicas: int
+    engines: tuple[Engine, ...]
+    spec: Mapping[str, Any]
+
+    @property
+    def match_labels(self) -> dict[str, str]:
+        return dict((self.spec.get("clusterSelector") or {}).get("matchLabels") or {})
+
+
+def _pods(member: Mapping[str, Any]) -> int:
+    if member.get("role", "Standalone") != "Worker":
+        return 1
+    nodes = (member.get("worker") or {}).get("nodes", 1)
+    return nodes if isinstance(nodes, int) and nodes > 0 else 1
+
+
+def _copies(engine: Mapping[str, Any]) -> int:
+    copies = engine.get("copies", 1)
+    return copies if isinstance(copies, int) and copies > 0 else 1
+
+
+def parse_deployment(name: str, namespace: str, spec: Mapping[str, Any]) -> Deployment:
+    """The deployment's shape; its spec is expected to have passed the XRD schema."""
+    engines = []
+    for engine in spec.get("engines") or []:
+        members = tuple(
+            Member(
+                role=member.get("role", "Standalone"),
+                requests=devices.requests_of(member.get("nodeSelector")),
+                pods=_pods(member),
+                raw=member,
+            )
+            for member in engine.get("members") or []
+        )
+        engines.append(Engine(engine["name"], _copies(engine), members, engine))
+    replicas = spec.get("replicas", 1)
+    return Deployment(name, namespace, replicas, tuple(engines), spec)
+
+
+def compile_selectors(deployment: Deployment) -> None:
+    """Compile every selector once; raises InvalidSelectorError naming the first failure."""
+    for engine in deployment.engines:
+        for position, member in enumerate(engine.members):
+            for request, index, error in devices.compile_requests(member.requests):
+                raise InvalidSelectorError(
+                    f'engine "{engine.name}" member {position} ({member.role}) request '
+                    f'"{request}" selector {index}: {error}'
+                )
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    name: str
+    labels: Mapping[str, str]
+    ready: bool
+    gateway: str
+    provider_config: str
+    pools: Mapping[str, Pool]  # readable pools, in published order
+    unreadable_pools: frozenset[str]  # published names whose entries cannot be read
+    pools_unknown: str  # non-empty when status.gpuPools as a whole cannot be used: why
+
+    def ineligibility(self) -> str | None:
+        """Why no new replica may be placed here, or None."""
+        if not self.ready:
+            return "not Ready"
+        if not self.gateway:
+            return "no gateway address"
+        if not self.provider_config:
+            return "no provider config"
+        if self.pools_unknown:
+            return self.pools_unknown
+        return None
+
+
+def _condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition.get("status") == "True"
+    return False
+
+
+def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
+    status = obj.get("status") or {}
+    metadata = obj.get("metadata") or {}
+    gateway = (status.get("gateway") or {}).get("address") or ""
+    provider_config = (status.get("providerConfigRef") or {}).get("name") or ""
+    pools: dict[str, Pool] = {}
+    unreadable: set[str] = set()
+    unknown = ""
+    raw_pools = status.get("gpuPools")
+    if raw_pools is None:
+        # Not published yet (or withheld while a class resolves): nothing pinned here may move.
+        unknown = "no status.gpuPools published"
+    elif not isinstance(raw_pools, list):
+        unknown = "status.gpuPools is not a list"
+    else:
+        for raw in raw_pools:
+            try:
+                pool = devices.parse_pool(raw)
+            except devices.MalformedPoolError:
+                name = raw.get("name") if isinstance(raw, dict) else None
+                if isinstance(name, str) and name:
+                    unreadable.add(name)
+                continue
+            pools.setdefault(pool.name, pool)
+    return Cluster(
+        name=metadata.get("name", ""),
+        labels=metadata.get("labels") or {},
+        ready=_condition_true(obj, "Ready"),
+        gateway=gateway if isinstance(gateway, str) else "",
+        provider_config=provider_config if isinstance(provider_config, str) else "",
+        pools=pools,
+        unreadable_pools=frozenset(unreadable - pools.keys()),
+        pools_unknown=unknown,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservedReplica:
+    name: str
+    namespace: str
+    deployment: str
+    cluster: str
+    index: int
+    body: Mapping[str, Any]
+
+    @property
+    def engines(self) -> list[Mapping[str, Any]]:
+        engines = (self.body.get("spec") or {}).get("engines")
+        return [e for e in engines if isinstance(e, dict)] if isinstance(engines, list) else []
+
+    def charges(self) -> Iterable[tuple[str, int]]:
+        """(pool, nodes) for every member that claims devices, from this replica's own spec."""
+        for engine in self.engines:
+            copies = _copies(engine)
+            for member in engine.get("members") or []:
+                if isinstance(member, dict) and member.get("deviceRequests"):
+                    yield str(member.get("nodePoolName", "")), _pods(member) * copies
+
+
+def _index(value: Any) -> int:
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+def parse_replica(obj: Mapping[str, Any]) -> ObservedReplica | None:
+    metadata = obj.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    cluster = (obj.get("spec") or {}).get("clusterName")
+    return ObservedReplica(
+        name=name,
+        namespace=metadata.get("namespace") or "",
+        deployment=str(labels.get(names.DEPLOYMENT_LABEL, "")),
+        cluster=cluster if isinstance(cluster, str) else "",
+        index=_index(labels.get(names.INDEX_LABEL)),
+        body=obj,
+    )
+
+
+# --- outputs -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePlacement:
+    pool: str
+    resolved: tuple[tuple[Resolved, ...], ...]  # per member; empty for a claimless member
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """One desired replica. ``frozen`` replicas are re-emitted exactly as observed."""
+
+    cluster: str
+    index: int
+    name: str
+    engines: tuple[EnginePlacement, ...] = ()
+    observed: ObservedReplica | None = None
+    frozen: bool = False
+
+
+@dataclasses.dataclass
+class Schedule:
+    placements: list[Placement]
+    checked: int  # clusters in the set
+    shortfall: str = ""  # per-cluster reasons for replicas that could not be placed
+
+
+# --- matching a deployment against one cluster ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    pool: str
+    cost: int
+    resolved: tuple[tuple[Resolved, ...], ...]
+
+
+def _engine_candidates(engine: Engine, cluster: Cluster) -> tuple[list[_Candidate], str]:
+    """Pools that can host the whole engine (capacity aside), in published order, or why none."""
+    per_pool = {
+        pool.name: [devices.match_member(m.requests, pool) for m in engine.members]
+        for pool in cluster.pools.values()
+    }
+    claimable = [
+        any(matches[i] for matches in per_pool.values()) for i in range(len(engine.members))
+    ]
+    for i, member in enumerate(engine.members):
+        if all(matches[i] is None for matches in per_pool.values()):
+            return [], _no_pool(engine, member)
+    if not any(claimable):
+        return [], f'only Synthetic devices match engine "{engine.name}"'
+    candidates = []
+    for pool_name, matches in per_pool.items():
+        if any(m is None for m in matches):
+            continue
+        # A member that can claim a real device somewhere is never stranded on a
+        # synthetic-only match; members that never can ride along claimless.
+        if any(claimable[i] and not matches[i] for i in range(len(matches))):
+            continue
+        cost = sum(
+            member.pods * engine.copies
+            for member, match in zip(engine.members, matches, strict=True)
+            if match
+        )
+        candidates.append(_Candidate(pool_name, cost, tuple(m or () for m in matches)))
+    if not candidates:
+        return [], f'engine "{engine.name}" would have to be split across pools'
+    return candidates, ""
+
+
+def _no_pool(engine: Engine, member: Member) -> str:
+    if len(engine.members) == 1:
+        return f'no pool matches engine "{engine.name}"'
+    return f'no pool matches engine "{engine.name}" member {member.role}'
+
+
+class _ClusterView:
+    """Per-cluster matching results, computed once per schedule."""
+
+    def __init__(self, deployment: Deployment, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.candidates: list[list[_Candidate]] = []
+        self.rejection = cluster.ineligibility() or ""
+        if self.rejection:
+            return
+        for engine in deployment.engines:
+            candidates, reason = _engine_candidates(engine, cluster)
+            if reason:
+                self.rejection = reason
+                return
+            self.candidates.append(candidates)
+
+    def trial(self, free: Mapping[str, int]) -> tuple[tuple[EnginePlacement, ...] | None, str]:
+        """Co-schedule every engine on this cluster against a scratch copy of the ledger."""
+        if self.rejection:
+            return None, self.rejection
+        trial = dict(free)
+        placed = []
+        for candidates in self.candidates:
+            chosen = next((c for c in candidates if trial[c.pool] >= c.cost), None)
+            if chosen is None:
+                return None, self._insufficient(candidates, trial)
+            trial[chosen.pool] -= chosen.cost
+            placed.append(EnginePlacement(chosen.pool, chosen.resolved))
+        return tuple(placed), ""
+
+    def _insufficient(self, candidates: list[_Candidate], trial: Mapping[str, int]) -> str:
+        best = max(candidates, key=lambda c: trial[c.pool] - c.cost)  # first on ties
+        has = max(trial[best.pool], 0)
+        reason = f'insufficient free nodes (need {best.cost}, pool "{best.pool}" has {has})'
+        pool = self.cluster.pools[best.pool]
+        if pool.max_nodes is not None and has + pool.max_nodes - pool.nodes >= best.cost:
+            reason = reason[:-1] + f"; fits after it scales up, max {pool.max_nodes})"
+        return reason
+
+
+# --- the three phases ----------------------------------------------------------------------
+
+
+def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) -> Placement | None:
+    """The kept placement of one of our replicas, or None when it must move."""
+    observed = replica.engines
+    if len(observed) != len(deployment.engines):
+        return None
+    by_name = {e.get("name"): e for e in observed}
+    if set(by_name) != {e.name for e in deployment.engines}:
+        return None
+    engines = []
+    frozen = False
+    for engine in deployment.engines:
+        members = [m for m in by_name[engine.name].get("members") or [] if isinstance(m, dict)]
+        roles = [m.get("role", "Standalone") for m in members]
+        if roles != [m.role for m in engine.members]:
+            return None
+        pins = {
+            m.get("nodePoolName") if isinstance(m.get("nodePoolName"), str) else None
+            for m in members
+        }
+        if len(pins) != 1:
+            return None
+        (pin,) = pins
+        if pin in cluster.unreadable_pools or cluster.pools_unknown:
+            frozen = True  # cannot judge the pool now; keep the replica exactly as it is
+            continue
+        pool = cluster.pools.get(pin) if isinstance(pin, str) else None
+        if pool is None:
+            return None  # the cluster no longer publishes the pool
+        resolved = tuple(devices.match_member(m.requests, pool) for m in engine.members)
+        if any(r is None for r in resolved) or not any(resolved):
+            return None
+        engines.append(EnginePlacement(pool.name, tuple(r or () for r in resolved)))
+    return Placement(
+        cluster=replica.cluster,
+        index=replica.index,
+        name=replica.name,
+        engines=() if frozen else tuple(engines),
+        observed=replica,
+        frozen=frozen,
+    )
+
+
+def _scale_down(kept: list[Placement], replicas: int) -> list[Placement]:
+    kept = list(kept)
+    while len(kept) > replicas:
+        load = Counter(p.cluster for p in kept)
+        victim = max(kept, key=lambda p: (load[p.cluster], p.cluster, p.index))
+        kept.remove(victim)
+    return kept
+
+
+def schedule(
+    deployment: Deployment,
+    clusters: Iterable[Cluster],
+    replicas: Iterable[ObservedReplica],
+) -> Schedule:
+    """Place ``deployment``. Selectors must compile (compile_selectors) first.
+
+    ``replicas`` is every observed ModelReplica of the fleet, ours and others'.
+    """
+    in_set = {
+        c.name: c
+        for c in sorted(clusters, key=lambda c: c.name)
+        if c.name and _labels_match(c.labels, deployment.match_labels)
+    }
+    observed = sorted(replicas, key=lambda r: (r.name, r.namespace))
+    ours = [
+        r
+        for r in observed
+        if r.namespace == deployment.namespace and r.deployment == deployment.name
+    ]
+
+    # Phase 1: retain.
+    kept: list[Placement] = []
+    identities: set[tuple[str, int]] = set()
+    for replica in ours:
+        cluster = in_set.get(replica.cluster)
+        if cluster is None or (replica.cluster, replica.index) in identities:
+            continue
+        placement = _retain(deployment, replica, cluster)
+        if placement is not None:
+            kept.append(placement)
+            identities.add((replica.cluster, replica.index))
+
+    # Phase 2: scale down.
+    kept = _scale_down(kept, deployment.replicas)
+
+    # Capacity ledger: every other replica, and our kept ones, at their observed cost.
+    free = {(c.name, p.name): p.nodes for c in in_set.values() for p in c.pools.values()}
+    kept_names = {p.observed.name for p in kept if p.observed is not None}
+    for replica in observed:
+        is_ours = replica.namespace == deployment.namespace and (
+            replica.deployment == deployment.name
+        )
+        if is_ours and replica.name not in kept_names:
+            continue
+        for pool, nodes in replica.charges():
+            key = (replica.cluster, pool)
+            if key in free:
+                free[key] -= nodes
+
+    # Phase 3: fill.
+    placements = list(kept)
+    load = Counter(p.cluster for p in placements)
+    views: dict[str, _ClusterView] = {}
+    shortfall = ""
+    for _ in range(deployment.replicas - len(kept)):
+        reasons: dict[str, str] = {}
+        chosen = None
+        for cluster in sorted(in_set.values(), key=lambda c: (load[c.name], c.name)):
+            view = views.get(cluster.name)
+            if view is None:
+                view = views[cluster.name] = _ClusterView(deployment, cluster)
+            pools_free = {name: free[(cluster.name, name)] for name in cluster.pools}
+            engines, reason = view.trial(pools_free)
+            if engines is not None:
+                chosen = (cluster, engines)
+                break
+            reasons[cluster.name] = reason
+        if chosen is None:
+            shortfall = _summarise(reasons.values())
+            break
+        cluster, engines = chosen
+        used = {p.index for p in placements if p.cluster == cluster.name}
+        index = next(i for i in range(len(used) + 1) if i not in used)
+        for engine, placement in zip(deployment.engines, engines, strict=True):
+            for member, resolved in zip(engine.members, placement.resolved, strict=True):
+                if resolved:
+                    free[(cluster.name, placement.pool)] -= member.pods * engine.copies
+        placements.append(
+            Placement(
+                cluster=cluster.name,
+                index=index,
+                name=names.replica_name(deployment.name, cluster.name, index),
+                engines=engines,
+                observed=_same_name(ours, deployment, cluster.name, index),
+            )
+        )
+        load[cluster.name] += 1
+
+    placements.sort(key=lambda p: (p.cluster, p.index))
+    return Schedule(placements=placements, checked=len(in_set), shortfall=shortfall)
+
+
+def _same_name(
+    ours: list[ObservedReplica], deployment: Deployment, cluster: str, index: int
+) -> ObservedReplica | None:
+    """A dropped replica re-placed at its own identity is updated in place (same name)."""
+    name = names.replica_name(deployment.name, cluster, index)
+    return next((r for r in ours if r.name == name), None)
+
+
+def _labels_match(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _summarise(reasons: Iterable[str]) -> str:
+    """``2 not Ready, 1 no pool matches engine "main"``: most common first, bounded."""
+    counts = Counter(reasons)
+    groups = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = [f"{count} {reason}" for reason, count in groups[:MAX_REASON_GROUPS]]
+    rest = sum(count for _, count in groups[MAX_REASON_GROUPS:])
+    if rest:
+        shown.append(f"{rest} for other reasons")
+    return ", ".join(shown)
+
+
+def scheduled_message(schedule_: Schedule, wanted: int) -> str:
+    """The ``ReplicasScheduled`` message of a shortfall (D6, issue item 1)."""
+    placed = len(schedule_.placements)
+    total = schedule_.checked
+    if placed == 0:
+        head = f"0 of {wanted} replicas scheduled (checked {total} clusters)"
+        tail = f"; 0/{total} clusters available"
+    else:
+        head = f"{placed} of {wanted} replicas scheduled"
+        tail = f"; 0/{total} clusters available for the rest"
+    message = head + (f"{tail}: {schedule_.shortfall}" if schedule_.shortfall else "")
+    if len(message) > MAX_MESSAGE_LENGTH:
+        message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
+    return message
