@@ -11,9 +11,7 @@ import os
 
 import pytest
 import yaml
-from compose_model_replica.fn import ModelReplicaFunction
 from modelplane.render import render
-from modelplane_common.serving import serve_in_background
 from replica_support import (
     EXAMPLES,
     GOLDEN,
@@ -35,12 +33,6 @@ CASES = {
     "cluster-not-ready": "eks-us-east",
 }
 UPDATE = os.environ.get("MODELPLANE_UPDATE_GOLDENS") == "1"
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with serve_in_background(ModelReplicaFunction()) as connected:
-        yield connected
 
 
 def _golden(case: str) -> dict:
