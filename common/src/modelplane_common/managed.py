@@ -130,3 +130,9 @@ def hold_outcome(
     outcome.condition(CLUSTER_READY, False, "InvalidSpec", message)
     outcome.event("Warning", message, reason="InvalidSpec")
     return outcome
+
+
+def without_status(composite: Mapping) -> JSON:
+    """The XR as the function reads its input: status is output (and Crossplane may add fields
+    there the generated model does not know), so it never makes the input invalid."""
+    return {key: value for key, value in composite.items() if key != "status"}

@@ -387,3 +387,15 @@ def test_system_role_pool_has_no_gpu_labels_and_may_omit_zones():
     assert cpu["nodeConfig"]["labels"] == {"modelplane.ai/pool": "cpu"}
     assert "guestAccelerator" not in cpu["nodeConfig"]
     assert "nodeLocations" not in cpu
+
+
+def test_status_fields_unknown_to_the_model_never_block_composition():
+    xr = gke_xr()
+    xr["status"] = {
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "crossplane": {"somethingNew": True},
+        "secrets": [{"type": "Kubeconfig", "name": KUBECONFIG, "key": "kubeconfig"}],
+    }
+    rsp = run(xr)
+    assert set(desired(rsp)) == EXPECTED_KEYS
+    assert condition(rsp, "ClusterReady").reason == "Provisioning"

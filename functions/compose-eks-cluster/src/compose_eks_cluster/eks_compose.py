@@ -12,7 +12,12 @@ from collections.abc import Mapping
 
 import pydantic
 from modelplane_common.function import Outcome, validation_summary
-from modelplane_common.managed import at_provider, cluster_outcome, hold_outcome
+from modelplane_common.managed import (
+    at_provider,
+    cluster_outcome,
+    hold_outcome,
+    without_status,
+)
 from modelplane_common.node_pools import pool_problems
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1.ekscluster import (
@@ -29,7 +34,7 @@ def compose_eks_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     name = (xr.get("metadata") or {}).get("name", "")
     namespace = (xr.get("metadata") or {}).get("namespace") or "default"
     try:
-        model = EKSCluster.model_validate(xr)
+        model = EKSCluster.model_validate(without_status(xr))
     except pydantic.ValidationError as err:
         return hold_outcome(xr, observed, f"invalid EKSCluster: {validation_summary(err)}")
     spec = model.spec

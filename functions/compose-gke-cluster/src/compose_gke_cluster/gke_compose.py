@@ -17,6 +17,7 @@ from modelplane_common.managed import (
     external_name,
     gate_then_hold,
     hold_outcome,
+    without_status,
 )
 from modelplane_common.node_pools import pool_problems
 from modelplane_common.plain import JSON
@@ -36,7 +37,7 @@ def compose_gke_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     name = (xr.get("metadata") or {}).get("name", "")
     namespace = (xr.get("metadata") or {}).get("namespace") or "default"
     try:
-        model = GKECluster.model_validate(xr)
+        model = GKECluster.model_validate(without_status(xr))
     except pydantic.ValidationError as err:
         message = f"invalid GKECluster: {validation_summary(err)}"
         return hold_outcome(xr, observed, message, OWN_EXTERNAL_NAMES)
