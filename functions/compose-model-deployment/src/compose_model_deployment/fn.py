@@ -20,6 +20,7 @@ from modelplane_common.function import (
     Selector,
     validation_summary,
 )
+from modelplane_common.observed import held, is_ready
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
 from compose_model_deployment import names, scheduler
@@ -45,29 +46,11 @@ def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
     }
 
 
-def is_ready(obj: Mapping[str, Any] | None) -> bool:
-    for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
 def _previous_reason(composite: Mapping[str, Any]) -> str:
     for condition in (composite.get("status") or {}).get("conditions") or []:
         if isinstance(condition, dict) and condition.get("type") == SCHEDULED:
             return str(condition.get("reason", ""))
     return ""
-
-
-def _clean(observed: Mapping[str, Any]) -> JSON:
-    """An observed composed object as desired state: identity, labels and spec only."""
-    metadata = observed.get("metadata") or {}
-    kept = {k: metadata[k] for k in ("name", "namespace", "labels") if k in metadata}
-    body: JSON = {"apiVersion": observed.get("apiVersion"), "kind": observed.get("kind")}
-    body["metadata"] = kept
-    if "spec" in observed:
-        body["spec"] = observed["spec"]
-    return body
 
 
 def replica_manifest(deployment: Deployment, placement: Placement) -> JSON:
@@ -134,7 +117,7 @@ def _hold(request: Request, outcome: Outcome, wanted: int, reason: str, message:
     observed = _observed_ours(request)
     total = ready = 0
     for key, body in sorted(observed.items()):
-        outcome.compose(key, _clean(body), ready=is_ready(body))
+        outcome.compose(key, held(body), ready=is_ready(body))
         if key.startswith(_REPLICA_PREFIX):
             total += 1
             ready += is_ready(body)
@@ -191,7 +174,7 @@ def compose(request: Request) -> Outcome:
         # First pass of a reconcile: Crossplane fetches the requirements and calls again,
         # applying only that final response. Keep what exists; decide nothing yet.
         for key, body in sorted(_observed_ours(request).items()):
-            outcome.compose(key, _clean(body), ready=is_ready(body))
+            outcome.compose(key, held(body), ready=is_ready(body))
         return outcome
 
     try:
@@ -230,7 +213,7 @@ def _outcome(
         if observed is None and placement.observed is not None:
             observed = dict(placement.observed.body)
         if placement.frozen and placement.observed is not None:
-            body = _clean(placement.observed.body)
+            body = held(placement.observed.body)
         else:
             body = replica_manifest(deployment, placement)
         replica_ready = observed is not None and is_ready(observed)
