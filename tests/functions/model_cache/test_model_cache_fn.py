@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import kubernetes_validate
+import yaml
 from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane.render import render
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
@@ -482,3 +485,89 @@ def test_same_cache_name_in_two_namespaces_never_shares_a_pvc():
 def test_inference_cluster_fixtures_are_valid():
     for body in FLEET:
         InferenceCluster.model_validate({k: v for k, v in body.items() if k != "status"})
+
+
+# --- through `modelplane render`, over the examples users read ----------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "cache"
+
+
+def render_example(name: str, observed: str | None = None) -> tuple[dict, dict[str, dict], list]:
+    text = render(
+        str(EXAMPLES / name),
+        observed_location=str(EXAMPLES / observed) if observed else None,
+        required_location=str(EXAMPLES / "clusters.yaml"),
+        include_results=True,
+    )
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    composed = {
+        d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d
+        for d in documents[1:]
+        if d["kind"] != "Result"
+    }
+    return documents[0], composed, [d for d in documents[1:] if d["kind"] == "Result"]
+
+
+def test_render_first_reconcile_with_auth_secret():
+    xr, composed, results = render_example("cache.yaml")
+    clusters = ("eks-us-east", "gke-us-central", "onprem-a100")  # gke-europe-west: no config yet
+    assert sorted(composed) == sorted(f"{k}-{c}" for c in clusters for k in ("pvc", "hydrate"))
+    for key, body in composed.items():
+        manifest = check_wrapped(
+            {k: v for k, v in body.items() if k in ("apiVersion", "kind", "spec")}
+        )
+        if key.startswith("hydrate-"):
+            env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+            assert env == [
+                {
+                    "name": "HF_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}},
+                }
+            ]
+    storage = {
+        key.removeprefix("pvc-"): body["spec"]["forProvider"]["manifest"]["spec"][
+            "storageClassName"
+        ]
+        for key, body in composed.items()
+        if key.startswith("pvc-")
+    }
+    assert storage == {
+        "eks-us-east": "modelplane-rwx-efs",
+        "gke-us-central": "modelplane-rwx",
+        "onprem-a100": "trident-rwx",
+    }
+    assert xr["status"]["summary"] == {"ready": "0/3"}
+    assert {c["phase"] for c in xr["status"]["clusters"]} == {"Pending"}
+    assert [r["message"] for r in results] == [
+        "Staging meta-llama/Llama-3.3-70B-Instruct to 3 clusters: eks-us-east, gke-us-central, "
+        "onprem-a100"
+    ]
+
+
+def test_render_each_phase_on_gke_eks_and_existing():
+    xr, composed, _ = render_example("cache.yaml", "observed-phases.yaml")
+    phases = {c["name"]: c["phase"] for c in xr["status"]["clusters"]}
+    assert phases == {
+        "eks-us-east": "Hydrating",
+        "gke-us-central": "Ready",
+        "onprem-a100": "Failed",
+    }
+    assert xr["status"]["summary"] == {"ready": "1/3"}
+    assert "hydrate-gke-us-central" not in composed
+    assert {"pvc-gke-us-central", "pvc-eks-us-east", "pvc-onprem-a100"} <= set(composed)
+    (artifact,) = [c for c in xr["status"]["conditions"] if c["type"] == "ArtifactReady"]
+    assert (artifact["status"], artifact["reason"]) == ("False", "Failed")
+    for body in composed.values():
+        check_wrapped({k: v for k, v in body.items() if k in ("apiVersion", "kind", "spec")})
+
+
+def test_render_public_cache_on_every_reachable_cluster():
+    _, composed, _ = render_example("cache-public.yaml")
+    assert len([k for k in composed if k.startswith("pvc-")]) == 3
+    for key, body in composed.items():
+        if key.startswith("hydrate-"):
+            container = body["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"][
+                "containers"
+            ][0]
+            assert container["env"] == []
+            assert "--revision" not in container["command"][2]

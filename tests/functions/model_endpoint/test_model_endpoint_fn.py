@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kubernetes_validate
 import pytest
+import yaml
 from compose_model_endpoint.fn import ModelEndpointFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane.render import render
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelendpoint import ModelEndpoint
@@ -239,3 +243,72 @@ def test_changing_address_type_replaces_the_immutable_slice():
     assert "endpointslice-ipv4" not in objects
     assert objects["endpointslice-fqdn"]["addressType"] == "FQDN"
     assert to_plain(rsp.desired.composite.resource)["status"] == {"routing": {}}
+
+
+# --- through `modelplane render`, over the examples users read ----------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "routing"
+
+
+def render_example(name: str, observed: str | None = None) -> tuple[dict, dict[str, dict], list]:
+    text = render(
+        str(EXAMPLES / name),
+        observed_location=str(EXAMPLES / observed) if observed else None,
+        include_results=True,
+    )
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    xr, rest = documents[0], documents[1:]
+    composed = {
+        d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d
+        for d in rest
+        if d["kind"] != "Result"
+    }
+    results = [d for d in rest if d["kind"] == "Result"]
+    return xr, composed, results
+
+
+def xr_condition(xr: dict, type_: str) -> dict:
+    (found,) = [c for c in xr["status"]["conditions"] if c["type"] == type_]
+    return found
+
+
+def test_render_in_fleet_endpoint_before_and_after_its_objects_exist():
+    xr, composed, _ = render_example("endpoint-in-fleet.yaml")
+    assert list(composed) == ["service"]
+    assert xr["status"]["routing"] == {}
+    check_core(composed["service"])
+
+    xr, composed, _ = render_example("endpoint-in-fleet.yaml", "endpoint-in-fleet-observed.yaml")
+    assert set(composed) == {"service", "endpointslice-ipv4"}
+    for body in composed.values():
+        check_core(body)
+    assert xr["status"]["routing"] == {"backendName": "qwen-demo-9c1e0-4xk2p"}
+    assert xr_condition(xr, "RoutingReady")["reason"] == "BackendConfigured"
+    assert xr_condition(xr, "Ready")["status"] == "True"
+
+
+def test_render_https_saas_endpoint():
+    xr, composed, _ = render_example("endpoint-saas.yaml", "endpoint-saas-observed.yaml")
+    assert set(composed) == {"service", "endpointslice-fqdn", "backendtlspolicy"}
+    check_core(composed["service"])
+    check_core(composed["endpointslice-fqdn"])
+    check_backend_tls_policy(
+        {
+            k: v
+            for k, v in composed["backendtlspolicy"].items()
+            if k in ("apiVersion", "kind", "metadata", "spec")
+        }
+    )
+    assert composed["backendtlspolicy"]["spec"]["validation"]["hostname"] == "api.provider.example"
+    assert xr["status"]["routing"] == {"backendName": "hosted-llama-m2c8v"}
+
+
+def test_render_invalid_url():
+    xr, composed, results = render_example("endpoint-invalid.yaml")
+    assert composed == {}
+    routing = xr_condition(xr, "RoutingReady")
+    assert (routing["status"], routing["reason"]) == ("False", "InvalidURL")
+    assert "DNS hostname" in routing["message"]
+    assert [r["severity"] for r in results] == ["SEVERITY_WARNING"]
+    assert xr_condition(xr, "Ready")["status"] == "False"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
 from compose_model_service.fn import ModelServiceFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane.render import render
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
 from modelplane_schemas.generated.gateway_networking_k8s_io.v1.httproute import HTTPRoute
@@ -332,3 +336,53 @@ def test_unresolved_requirements_keep_the_existing_route():
     kept = to_plain(rsp.desired.resources["httproute"].resource)
     assert kept["spec"] == route["spec"]
     assert "status" not in kept
+
+
+# --- through `modelplane render`, over the examples users read ----------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "routing"
+
+
+def render_example(name: str) -> tuple[dict, dict[str, dict]]:
+    text = render(
+        str(EXAMPLES / name),
+        required_location=str(EXAMPLES / "endpoints.yaml"),
+        include_results=True,
+    )
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    composed = {
+        d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d
+        for d in documents[1:]
+        if d["kind"] != "Result"
+    }
+    return documents[0], composed
+
+
+def test_render_canary_service():
+    xr, composed = render_example("service-canary.yaml")
+    route = composed["httproute"]
+    HTTPRoute.model_validate(route)
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    assert [(r["name"], r["weight"]) for r in refs] == [
+        ("qwen-demo-9c1e0-4xk2p", 48),
+        ("qwen-demo-e41b7-q8m2x", 47),
+        ("qwen-canary-30f5a-z7c4d", 5),
+    ]
+    assert [r["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] for r in refs] == [
+        "/ml-team/qwen-demo-9c1e0/",
+        "/ml-team/qwen-demo-e41b7/",
+        "/ml-team/qwen-canary-30f5a/",
+    ]
+    assert xr["status"]["address"] == "http://203.0.113.50/ml-team/chat"
+
+
+def test_render_service_never_routes_to_the_look_alike_in_another_namespace():
+    xr, composed = render_example("service-hosted.yaml")
+    route = composed["httproute"]
+    HTTPRoute.model_validate(route)
+    assert route["metadata"]["namespace"] == "team-a"
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    assert [r["name"] for r in refs] == ["hosted-llama-m2c8v"]
+    assert "attacker" not in yaml.safe_dump(route)
+    (resolved,) = [c for c in xr["status"]["conditions"] if c["type"] == "EndpointsResolved"]
+    assert resolved["message"] == "Matched 1 endpoint(s)"
