@@ -141,7 +141,8 @@ def sorted_keys(mapping: dict[str, Any]) -> list[str]:
 
 def _resolves_to_non_string(s: str) -> bool:
     """Whether go-yaml would read ``s``, written plain, as something other than a string."""
-    if s in _NULLS or s in _BOOLS or s in _SPECIAL_FLOATS or s == "<<":
+    # "=" is plain in go-yaml, but PyYAML reads it as a value tag: quote it for Python readers.
+    if s in _NULLS or s in _BOOLS or s in _SPECIAL_FLOATS or s in ("<<", "="):
         return True
     if not s or not (_is_digit(s[0]) or s[0] in "+-."):
         return False
@@ -237,10 +238,7 @@ class _Writer:
         self.line = " " * indent
 
     def text(self) -> str:
-        out = [*self.lines]
-        if self.line:
-            out.append(self.line)
-        return "\n".join(out) + "\n"
+        return "\n".join([*self.lines, self.line]) + "\n"
 
 
 def _write_plain(w: _Writer, s: str, indent: int, allow_breaks: bool) -> None:
@@ -317,7 +315,7 @@ def _write_literal(w: _Writer, s: str, indent: int) -> None:
     hints = str(INDENT) if s[0] in " " + _BREAKS else ""
     if s[-1] not in _BREAKS:
         hints += "-"
-    elif len(s) > 1 and s[-2] in _BREAKS:
+    elif len(s) == 1 or s[-2] in _BREAKS:
         hints += "+"
     w.write("|" + hints)
     for line in s.split("\n")[: -1 if s.endswith("\n") else None]:
@@ -328,7 +326,10 @@ def _write_literal(w: _Writer, s: str, indent: int) -> None:
 def _write_string(w: _Writer, s: str, indent: int, key: bool = False) -> None:
     analysis = _Analysis(s)
     allow_breaks = not key
-    if "\n" in s:
+    if any(ch in _BREAKS for ch in s.replace("\n", "")):
+        # Other line-break characters would be folded away by a reader: escape them.
+        _write_double(w, s, indent, allow_breaks)
+    elif "\n" in s:
         if analysis.block and not key:
             _write_literal(w, s, indent)
         else:
