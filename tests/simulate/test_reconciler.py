@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 from modelplane.controlplane import ControlPlane, InvalidManifestError, format_list
-from modelplane.kube import condition
+from modelplane.kube import condition, kind_is_namespaced
 from modelplane.pipeline import PipelineError
 
 API = "test.modelplane.ai/v1alpha1"
@@ -288,3 +288,31 @@ def test_invalid_manifest_names_the_field(plane):
 def test_unknown_modelplane_kind_is_rejected(plane):
     with pytest.raises(InvalidManifestError, match="no CompositeResourceDefinition"):
         plane.apply({"apiVersion": API, "kind": "Gizmo", "metadata": {"name": "g"}})
+
+
+def test_composed_object_the_api_server_rejects_is_unsynced(plane, runner):
+    def compose(xr, observed, required):
+        bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}, "data": {"n": 1}}
+        return runner.result({"good": (config_map("a"), "True"), "bad": (bad, "True")})
+
+    runner.functions["compose-widget"] = compose
+    plane.apply(widget())
+    plane.run(max_rounds=5)
+    xr = plane.get(API, "Widget", "w", "team-a")
+    synced = condition(xr, "Synced")
+    assert (synced["status"], synced["message"]) == ("False", "Unsynced resources: bad")
+    assert list(configmaps(plane)) == ["good"]
+    (event,) = plane.events[("test.modelplane.ai/v1alpha1", "Widget", "team-a", "w")]
+    assert "data.n" in event["message"]
+
+
+def test_scope_table():
+    assert not kind_is_namespaced("v1", "Namespace")
+    assert not kind_is_namespaced("kubernetes.m.crossplane.io/v1alpha1", "ClusterProviderConfig")
+    assert not kind_is_namespaced("protection.crossplane.io/v1beta1", "ClusterUsage")
+    assert not kind_is_namespaced("container.gcp.upbound.io/v1beta2", "Cluster")  # legacy group
+    assert kind_is_namespaced("container.gcp.m.upbound.io/v1beta1", "Cluster")
+    assert kind_is_namespaced("eks.aws.m.upbound.io/v1beta1", "ClusterAuth")
+    assert kind_is_namespaced("kubernetes.m.crossplane.io/v1alpha1", "Object")
+    assert kind_is_namespaced("protection.crossplane.io/v1beta1", "Usage")
+    assert kind_is_namespaced("v1", "Service")

@@ -672,8 +672,17 @@ class ControlPlane:
         for event in events:
             if (event["type"], event["reason"], event["message"]) == (type_, reason, message):
                 event["count"] += 1
+                event["lastRound"] = self.rounds_run
                 return
-        events.append({"type": type_, "reason": reason, "message": message, "count": 1})
+        events.append(
+            {
+                "type": type_,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+                "lastRound": self.rounds_run,
+            }
+        )
 
     # --- the store ----------------------------------------------------------------------------
 

@@ -92,10 +92,10 @@ def _verdict(plane: ControlPlane, outcome: Convergence) -> int:
 
 
 def _report_unready(plane: ControlPlane) -> bool:
-    unready = [o for o in plane.objects() if _is_modelplane(o) and not _ready(o)]
+    unready = [o for o in plane.objects() if _is_modelplane(o) and not _healthy(o)]
     if not unready:
         return False
-    click.echo(f"simulate: {len(unready)} Modelplane resource(s) not Ready:", err=True)
+    click.echo(f"simulate: {len(unready)} Modelplane resource(s) not Ready and Synced:", err=True)
     for obj in unready:
         reasons = []
         conditions = (obj.get("status") or {}).get("conditions") or []
@@ -108,7 +108,8 @@ def _report_unready(plane: ControlPlane) -> bool:
                     reasons[-1] = f"{reasons[-1].rstrip()}: {found['message']}"
         said = {str(c.get("message")) for c in conditions}
         for event in plane.events.get(key_of(obj), []):
-            if event["type"] == "Warning" and event["message"] not in said:
+            current = event["lastRound"] == plane.rounds_run  # not a stale, earlier warning
+            if event["type"] == "Warning" and current and event["message"] not in said:
                 reasons.append(f"event {event['reason']}: {event['message']}")
         click.echo(
             f"  {describe(key_of(obj))}: {'; '.join(reasons) or 'no Ready condition'}", err=True
@@ -120,8 +121,9 @@ def _is_modelplane(obj: JSON) -> bool:
     return kube.is_modelplane_group(group_of(str(obj.get("apiVersion", ""))))
 
 
-def _ready(obj: JSON) -> bool:
-    return kube.condition_status(obj, "Ready") == "True"
+def _healthy(obj: JSON) -> bool:
+    """Ready, and its last reconcile succeeded (a failing one leaves a stale Ready)."""
+    return all(kube.condition_status(obj, t) == "True" for t in ("Ready", "Synced"))
 
 
 # --- output -----------------------------------------------------------------------------------
