@@ -305,7 +305,7 @@ def test_escaped_property_names_are_visible_to_rules():
 
 
 def test_distinct_rules_compile_once():
-    celrules.compile_rule.cache_clear()
+    celrules._compile.cache_clear()
     obj = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "InferenceClass",
@@ -315,4 +315,4 @@ def test_distinct_rules_compile_once():
         },
     }
     assert validation.validate_object(obj) == []
-    assert celrules.compile_rule.cache_info().currsize == 1
+    assert celrules._compile.cache_info().currsize == 1

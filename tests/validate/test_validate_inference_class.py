@@ -260,3 +260,10 @@ def test_an_unserved_version_is_reported():
     (problem,) = validation.validate_object(obj, "x.yaml")
     assert problem.path == "apiVersion"
     assert "modelplane.ai/v9 is not served" in problem.message
+
+
+def test_status_is_a_subresource_and_ignored():
+    """kubectl apply never writes status, so even a malformed one is no problem."""
+    obj = valid_class()
+    obj["status"] = {"conditions": "not a list", "bogus": 1}
+    assert messages(obj) == []

@@ -8,7 +8,9 @@ cost estimate modelled on the API server's (celpy has none). See design/validati
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import itertools
 import logging
 import math
@@ -307,11 +309,19 @@ class Compiled:
 _ENV = celpy.Environment()
 
 
-@cache
-def compile_rule(source: str) -> Compiled:
+def compile_rule(source: Any) -> Compiled:
     """Parse and prepare one expression; raises RuleError with the parser's message."""
+    if not isinstance(source, str):
+        raise RuleError(f"must be a string, not {type(source).__name__}")
+    return _compile(source)
+
+
+@cache
+def _compile(source: str) -> Compiled:
     try:
-        ast = _ENV.compile(source)
+        # celpy's parser runs in lark debug mode, which prints parser state on odd errors.
+        with contextlib.redirect_stdout(io.StringIO()):
+            ast = _ENV.compile(source)
     except celpy.CELParseError as err:
         raise RuleError(f"compilation failed: {str(err).strip()}") from err
     except Exception as err:  # lark raises a few others on odd input

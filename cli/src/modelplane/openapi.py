@@ -267,7 +267,9 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
         return
     bound: Any = None
     for rule in rules:
-        source = rule.get("rule", "")
+        if not isinstance(rule, dict):
+            continue  # check_definition reports malformed rules
+        source = rule.get("rule")
         try:
             compiled = celrules.compile_rule(source)
         except celrules.RuleError as err:

@@ -93,6 +93,7 @@ def validate_object(
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return _problems(source, obj, [("", "apiVersion and kind must be strings")])
     catalog = catalog or xrd.catalog()
+    obj = _without_status(obj)
     definition = catalog.definition_for(api_version, kind)
     if definition is not None:
         return _validate_composite(obj, source, definition)
@@ -109,7 +110,9 @@ def validate_object(
     return problems + _validate_core(obj, source)
 
 
-def validate_xr(obj: JSON, catalog: xrd.Catalog | None = None) -> list[Problem]:
+def validate_xr(
+    obj: JSON, catalog: xrd.Catalog | None = None, source: str = "<xr>"
+) -> list[Problem]:
     """Problems with a composite resource of a Modelplane kind (render calls this first).
 
     An object whose kind no XRD defines gets one Problem saying so.
@@ -119,9 +122,15 @@ def validate_xr(obj: JSON, catalog: xrd.Catalog | None = None) -> list[Problem]:
     definition = catalog.definition_for(api_version, kind)
     if definition is None:
         return _problems(
-            "<xr>", obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
+            source, obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
         )
-    return _validate_composite(obj, "<xr>", definition)
+    return _validate_composite(_without_status(obj), source, definition)
+
+
+def _without_status(obj: JSON) -> JSON:
+    """Status is a subresource (XRs, CRDs and core kinds alike): the API server ignores it in a
+    create or apply of the resource itself, so validate does too."""
+    return {key: value for key, value in obj.items() if key != "status"}
 
 
 def defaulted(obj: JSON, catalog: xrd.Catalog | None = None) -> JSON:
@@ -361,13 +370,132 @@ def _jsonschema_message(error: jsonschema.ValidationError) -> str:
 # XRDs
 
 
+_OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_STRING = {"type": "string", "minLength": 1}
+# The parts of an XRD and a Composition these checks read, so malformed ones are reported
+# before anything reads them.
+XRD_SHAPE: JSON = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["group", "names", "versions"],
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "group": _STRING,
+                "scope": {"type": "string", "enum": ["Namespaced", "Cluster", "LegacyCluster"]},
+                "names": {**_OPEN, "required": ["kind", "plural"],
+                          "properties": {"kind": _STRING, "plural": _STRING}},
+                "versions": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        **_OPEN,
+                        "required": ["name"],
+                        "properties": {
+                            "name": _STRING,
+                            "served": {"type": "boolean"},
+                            "referenceable": {"type": "boolean"},
+                            "schema": {**_OPEN, "properties": {"openAPIV3Schema": _OPEN}},
+                        },
+                    },
+                },
+            },
+        }
+    },
+}  # fmt: skip
+COMPOSITION_SHAPE: JSON = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "spec": {
+            **_OPEN,
+            "required": ["compositeTypeRef"],
+            "properties": {
+                "compositeTypeRef": {**_OPEN, "required": ["apiVersion", "kind"],
+                                     "properties": {"apiVersion": _STRING, "kind": _STRING}},
+                "mode": {"type": "string"},
+                "pipeline": {
+                    "type": "array",
+                    "items": {
+                        **_OPEN,
+                        "required": ["step", "functionRef"],
+                        "properties": {
+                            "step": _STRING,
+                            "functionRef": {**_OPEN, "required": ["name"],
+                                            "properties": {"name": _STRING}},
+                        },
+                    },
+                },
+            },
+        }
+    },
+}  # fmt: skip
+
+
+def _shape_issues(shape: JSON, body: JSON) -> list[tuple[str, str]]:
+    return [
+        (path, message)
+        for path, message in openapi.check_value(shape, body, unknown_fields=False)
+        if not path.startswith(("metadata", "apiVersion", "kind"))
+    ]
+
+
+_COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
+_KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
+    **{key: (int,) for key in _COUNTS},
+    **{key: (int, float) for key in ("minimum", "maximum", "multipleOf")},
+    **{key: (str,) for key in ("type", "pattern", "format", "description", "title")},
+    **{key: (bool,) for key in ("nullable", "exclusiveMinimum", "exclusiveMaximum",
+                                "uniqueItems", "x-kubernetes-preserve-unknown-fields",
+                                "x-kubernetes-int-or-string", "x-kubernetes-embedded-resource")},
+    **{key: (list,) for key in ("allOf", "anyOf", "oneOf", "required", "enum",
+                                "x-kubernetes-validations", "x-kubernetes-list-map-keys")},
+    "properties": (dict,),
+    "x-kubernetes-list-type": (str,),
+    "x-kubernetes-map-type": (str,),
+}  # fmt: skip
+
+
+def _schema_problem(schema: Any, path: str = "") -> str | None:
+    """Why a schema tree is not even a tree of well-typed schema objects, or None."""
+    if not isinstance(schema, dict):
+        return f"{path or 'schema'}: must be an object"
+    for key, types in _KEYWORD_TYPES.items():
+        value = schema.get(key)
+        if key in schema and (
+            not isinstance(value, types)
+            or (isinstance(value, bool) and bool not in types)
+            or (key in _COUNTS and value < 0)
+        ):
+            return f"{join(path, key)}: must be {' or '.join(t.__name__ for t in types)}"
+    for key in ("required", "x-kubernetes-list-map-keys"):
+        if not all(isinstance(item, str) for item in schema.get(key) or []):
+            return f"{join(path, key)}: must be a list of strings"
+    children = [(f"properties.{k}", v) for k, v in (schema.get("properties") or {}).items()]
+    children += [(k, schema[k]) for k in ("items", "additionalProperties", "not") if k in schema]
+    children += [
+        (f"{k}[{i}]", sub)
+        for k in ("allOf", "anyOf", "oneOf")
+        if k in schema
+        for i, sub in enumerate(schema[k])
+    ]
+    for where, child in children:
+        if isinstance(child, bool) and where == "additionalProperties":
+            continue
+        if problem := _schema_problem(child, join(path, where)):
+            return problem
+    return None
+
+
 def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     """The API server's (and Crossplane's) checks of an XRD: structural schemas, defaults,
     list-map keys, and every CEL rule compiling within the cost budget."""
+    if shape_issues := _shape_issues(XRD_SHAPE, definition):
+        return _problems(source, definition, shape_issues)
     issues: list[tuple[str, str]] = []
-    spec = definition.get("spec")
-    if not isinstance(spec, dict):
-        return _problems(source, definition, [("spec", "Required value")])
+    spec = definition["spec"]
     for field in ("group", "names"):
         if not spec.get(field):
             issues.append((f"spec.{field}", "Required value"))
@@ -376,7 +504,8 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
         if not names.get(field):
             issues.append((f"spec.names.{field}", "Required value"))
     expected = f"{names.get('plural')}.{spec.get('group')}"
-    name = (definition.get("metadata") or {}).get("name")
+    metadata = definition.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
     if names.get("plural") and spec.get("group") and name != expected:
         issues.append(("metadata.name", f"Invalid value: {name!r}: must be {expected!r}"))
     versions = spec.get("versions")
@@ -394,6 +523,10 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if not isinstance(schema, dict):
             issues.append((f"{base}.schema.openAPIV3Schema", "Required value"))
+            continue
+        if malformed := _schema_problem(schema):
+            where, _, why = malformed.rpartition(": ")
+            issues.append((join(f"{base}.schema.openAPIV3Schema", where), f"Invalid value: {why}"))
             continue
         issues.extend(
             check_schema(celrules.with_object_meta(schema), f"{base}.schema.openAPIV3Schema")
@@ -667,14 +800,12 @@ def check_composition(
     composition: JSON, source: str = "<composition>", catalog: xrd.Catalog | None = None
 ) -> list[Problem]:
     """A Composition must be Pipeline mode, name its type, and use functions this repo has."""
+    if shape_issues := _shape_issues(COMPOSITION_SHAPE, composition):
+        return _problems(source, composition, shape_issues)
     issues: list[tuple[str, str]] = []
-    spec = composition.get("spec")
-    if not isinstance(spec, dict):
-        return _problems(source, composition, [("spec", "Required value")])
-    ref = spec.get("compositeTypeRef")
-    if not isinstance(ref, dict) or not ref.get("apiVersion") or not ref.get("kind"):
-        issues.append(("spec.compositeTypeRef", "Required value: apiVersion and kind"))
-    elif catalog is not None and catalog.definition_for(ref["apiVersion"], ref["kind"]) is None:
+    spec = composition["spec"]
+    ref = spec["compositeTypeRef"]
+    if catalog is not None and catalog.definition_for(ref["apiVersion"], ref["kind"]) is None:
         issues.append(
             (
                 "spec.compositeTypeRef",
