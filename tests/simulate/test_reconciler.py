@@ -316,3 +316,17 @@ def test_scope_table():
     assert kind_is_namespaced("kubernetes.m.crossplane.io/v1alpha1", "Object")
     assert kind_is_namespaced("protection.crossplane.io/v1beta1", "Usage")
     assert kind_is_namespaced("v1", "Service")
+
+
+def test_secret_string_data_is_stored_as_data(plane):
+    plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "kc", "namespace": "modelplane-system"},
+            "stringData": {"kubeconfig": "apiVersion: v1"},
+        }
+    )
+    secret = plane.find("Secret", "kc", "modelplane-system")
+    assert secret["data"] == {"kubeconfig": "YXBpVmVyc2lvbjogdjE="}
+    assert "stringData" not in secret

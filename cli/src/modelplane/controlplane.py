@@ -15,6 +15,7 @@ fixed point, ``providers.inject`` a failure, read objects back with ``get``/``li
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import dataclasses
@@ -726,6 +727,12 @@ class ControlPlane:
                 metadata["namespace"] = "default"
         else:
             metadata.pop("namespace", None)
+        if (api_version, kind) == ("v1", "Secret") and isinstance(obj.get("stringData"), dict):
+            # The API server folds stringData into data (base64) and never stores it.
+            data = obj.setdefault("data", {}) or {}
+            for name, value in obj.pop("stringData").items():
+                data[name] = base64.b64encode(str(value).encode()).decode()
+            obj["data"] = data
         if self.catalog.definition_for(api_version, kind) is None:
             return obj
         from modelplane import validation  # noqa: PLC0415 - heavy imports, only when used
