@@ -15,6 +15,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane.main import cli
 from modelplane.pipeline import FunctionHost, PipelineError, run_pipeline
+from modelplane_common.function import CompositionFunction
 from modelplane_common.plain import to_plain
 from modelplane_common.serving import BackgroundServer
 
@@ -237,3 +238,21 @@ def test_functions_file_entries_are_checked():
                         "metadata": {"name": "function-patch-and-transform"}}  # fmt: skip
     with pytest.raises(PipelineError, match="cannot run the Docker runtime"):
         FunctionHost(functions=[docker_elsewhere])
+
+
+def test_a_hosted_function_that_raises_fails_cleanly_and_logs_nothing_to_stdout(capfd):
+    class Crashing(CompositionFunction):
+        name = "crashing"
+
+        def compose(self, request):
+            raise ValueError("no such field")
+
+    host = FunctionHost(servicers={"crashing": Crashing()})
+    with host, pytest.raises(PipelineError) as raised:
+        run_pipeline(host, pipeline("crashing"), XR, {}, [])
+    assert str(raised.value) == (
+        'pipeline step "crashing" returned a fatal result: '
+        "crashing: internal error: ValueError: no such field"
+    )
+    out, _err = capfd.readouterr()
+    assert out == ""  # render and simulate print their output there

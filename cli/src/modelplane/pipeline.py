@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 import grpc
+from crossplane.function import logging as function_logging
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
@@ -231,6 +232,7 @@ class FunctionHost:
                     raise FunctionCallError(
                         f"cannot start Function {name!r}: {type(err).__name__}: {err}"
                     ) from err
+                _silence_function_logs()
                 server = BackgroundServer(servicer)
                 target = server.start()
                 self._servers[name] = server
@@ -266,6 +268,12 @@ class FunctionHost:
         except grpc.RpcError as err:
             raise FunctionCallError(_rpc_error(err)) from err
         return fnv1.RunFunctionResponse.FromString(beta_rsp.SerializeToString())
+
+
+def _silence_function_logs() -> None:
+    """Hosted functions log through structlog to stdout, which is where render and simulate
+    print their output; a function's failure reaches the user as its Fatal result instead."""
+    function_logging.configure(function_logging.Level.DISABLED)
 
 
 def _rpc_error(err: grpc.RpcError) -> str:
