@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from crossplane.function import logging as function_logging
 from modelplane.main import cli
 from modelplane_common.function import CompositionFunction, Outcome, Request
 from modelplane_common.serving import BackgroundServer
@@ -60,6 +61,15 @@ class RestlessFunction(CompositionFunction):
         return outcome
 
 
+class CrashingFunction(CompositionFunction):
+    """A function with a bug: the servicer turns the exception into a Fatal result."""
+
+    name = "compose-crash"
+
+    def compose(self, request: Request) -> Outcome:
+        raise ZeroDivisionError("division by zero")
+
+
 class ClusterScopedFunction(CompositionFunction):
     """Composes a Namespace, which a namespaced XR may not do."""
 
@@ -74,8 +84,11 @@ class ClusterScopedFunction(CompositionFunction):
 @pytest.fixture
 def functions() -> Iterator[list[dict]]:
     """The test functions served over gRPC, as Development-runtime Function objects."""
+    # As FunctionHost does for the functions it hosts: their logs would share our stdout.
+    function_logging.configure(function_logging.Level.DISABLED)
     servers = [
-        BackgroundServer(fn()) for fn in (WidgetFunction, RestlessFunction, ClusterScopedFunction)
+        BackgroundServer(fn())
+        for fn in (WidgetFunction, RestlessFunction, ClusterScopedFunction, CrashingFunction)
     ]
     objects = []
     for server in servers:
@@ -200,3 +213,39 @@ def test_unparseable_yaml_is_a_clear_error(tmp_path):
     result = simulate(str(directory))
     assert result.exit_code == 1
     assert "bad.yaml: not valid YAML" in result.stderr
+
+
+def test_crashing_function_is_reported_without_a_traceback(test_repo, functions, tmp_path):
+    composition = test_repo / "apis" / "widgets" / "definition.yaml"
+    composition.write_text(
+        composition.read_text().replace("name: compose-widget", "name: compose-crash")
+    )
+    directory = tmp_path / "in"
+    write(directory, "all.yaml", *functions, widget(["a"]))
+    result = simulate(str(directory))
+    assert result.exit_code == 1
+    assert (
+        "Widget/team-a/w: Synced=False ReconcileError: cannot compose resources:" in result.stderr
+    )
+    assert "ZeroDivisionError: division by zero" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unreachable_function_times_out_with_a_message(test_repo, tmp_path):
+    gone = {
+        "apiVersion": "pkg.crossplane.io/v1",
+        "kind": "Function",
+        "metadata": {
+            "name": "compose-widget",
+            "annotations": {
+                "render.crossplane.io/runtime": "Development",
+                "render.crossplane.io/runtime-development-target": "127.0.0.1:9",
+            },
+        },
+    }
+    directory = tmp_path / "in"
+    write(directory, "all.yaml", gone, widget(["a"]))
+    result = simulate(str(directory), "--timeout", "2")
+    assert result.exit_code == 1
+    assert 'cannot run pipeline step "compose-widget"' in result.stderr
+    assert "Traceback" not in result.output
