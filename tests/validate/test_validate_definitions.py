@@ -81,6 +81,36 @@ def test_a_rule_calling_an_unknown_function_does_not_compile():
     assert found[0][1].endswith("compilation failed: undeclared reference to 'shout'")
 
 
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        ("self.size == 'big'", "found no matching overload for '==' applied to '(int, string)'"),
+        ("self.size + 1", "must evaluate to bool, not int"),
+        ("has(self.size + 1)", "invalid argument to has() macro"),
+        ("self.size.all(x, x > 0)", "cannot iterate over int"),
+    ],
+)
+def test_rules_the_type_checker_rejects(rule: str, error: str):
+    found = problems(with_rule(rule, {"size": {"type": "integer"}}))
+    assert [m.split(": compilation failed: ")[-1] for _, m in found] == [error]
+
+
+def test_a_message_expression_must_be_a_string():
+    body = definition(
+        {
+            "type": "object",
+            "properties": {"size": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.size > 0", "messageExpression": "1"}],
+        }
+    )
+    assert problems(body) == [
+        (
+            f"{SPEC}.x-kubernetes-validations[0].messageExpression",
+            "Invalid value: '1': compilation failed: must evaluate to string, not int",
+        )
+    ]
+
+
 QUADRATIC = "self.items.all(x, self.items.exists_one(y, x == y))"
 
 

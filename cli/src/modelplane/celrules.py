@@ -365,6 +365,7 @@ class Shape:
 
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
+_SCALARS = {"string", "int", "double", "bool", "bytes"}
 BOOL = Shape("bool")
 INT = Shape("int")
 
@@ -533,6 +534,12 @@ class Estimator:
         if op == "in":
             return cost + (1 + sb.size if sb.kind == "list" else 1), BOOL
         if op in ("==", "!=", "<", "<=", ">", ">="):
+            kinds = {sa.kind, sb.kind}
+            if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"int", "double"}:
+                raise RuleError(
+                    f"compilation failed: found no matching overload for '{op}' applied to "
+                    f"'({sa.kind}, {sb.kind})'"
+                )
             if "string" in (sa.kind, sb.kind) or "bytes" in (sa.kind, sb.kind):
                 return cost + _scan(min(sa.size, sb.size) or max(sa.size, sb.size)), BOOL
             if sa.kind in ("list", "map") or sb.kind in ("list", "map"):
@@ -580,7 +587,9 @@ class Estimator:
             element = shape.element.size if shape.element else 0
             total = length * (element + 1)
             return cost + _scan(total), Shape("string", None, total)
-        if name in ("isSorted", "sum", "min", "max"):
+        if name == "isSorted":
+            return cost + 1 + length, BOOL
+        if name in ("sum", "min", "max"):
             return cost + 1 + length, shape.element or DYN
         if name in ("string", "int", "uint", "double", "bool", "bytes", "duration", "timestamp"):
             kind = {"uint": "int", "bool": "bool"}.get(name, name)
@@ -625,12 +634,16 @@ def _join_shapes(shapes: list[Shape]) -> Shape | None:
     return max(shapes, key=lambda s: s.size)
 
 
-def estimate_cost(source: str, schema: JSON) -> int:
+def estimate_cost(source: str, schema: JSON, result: str | None = None) -> int:
     """The static max cost of one evaluation of `source` with `self` typed by `schema`.
 
-    Raises RuleError for what the API server's compile step would reject.
+    Raises RuleError for what the API server's compile step would reject, including (with
+    ``result``, e.g. "bool") an expression whose type is known to be something else.
     """
-    return Estimator(shape_of(schema)).estimate(compile_rule(source).tree)[0]
+    cost, shape = Estimator(shape_of(schema)).estimate(compile_rule(source).tree)
+    if result is not None and shape.kind not in (result, "dyn"):
+        raise RuleError(f"compilation failed: must evaluate to {result}, not {shape.kind}")
+    return cost
 
 
 # ---------------------------------------------------------------------------------------------

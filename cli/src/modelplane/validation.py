@@ -729,7 +729,8 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
         if field == "messageExpression" and source is None:
             continue
         try:
-            per_call = celrules.estimate_cost(source, node)
+            result = "bool" if field == "rule" else "string"
+            per_call = celrules.estimate_cost(source, node, result)
         except celrules.RuleError as err:
             issues.append((field, f"Invalid value: {source!r}: {err}"))
             continue
