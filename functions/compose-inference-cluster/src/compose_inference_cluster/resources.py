@@ -156,7 +156,9 @@ def backend_usage(ic_name: str, cloud_kind: str) -> usage.Usage:
     """The cloud XR outlives the ServingStack, so its releases uninstall first (§4.8)."""
     return usage.Usage(
         metadata={
-            "name": child_name(ic_name, f"usage-{cloud_kind.lower()}-by-backend"),
+            "name": child_name(
+                ic_name, KEY_USAGE_GKE if cloud_kind == "GKECluster" else KEY_USAGE_EKS
+            ),
             "namespace": NAMESPACE,
         },
         spec=usage.Spec(
