@@ -166,3 +166,24 @@ def test_xrds_among_the_inputs_are_checked_and_used(tmp_path: Path, rule_ok: boo
     assert ("compilation failed" in errors) is not rule_ok
     # The Gadget is validated against the XRD found beside it.
     assert "Gadget/g: spec.size: Invalid value: 4: should be less than or equal to 3" in errors
+
+
+def test_duplicate_keys_are_refused_like_kubectl(tmp_path: Path):
+    manifest = tmp_path / "dup.yaml"
+    manifest.write_text(GOOD_CLASS + "  description: one\n  description: two\n")
+    result = run(str(manifest))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f'{manifest}:11:3: invalid YAML: mapping key "description" already defined'
+    )
+
+
+def test_a_list_of_objects_is_validated_item_by_item(tmp_path: Path):
+    items = [yaml.safe_load(GOOD_CLASS), yaml.safe_load(BAD_CLASS)]
+    (tmp_path / "list.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    result = run(str(tmp_path))
+    assert result.exit_code == 1
+    assert "InferenceClass/broken: spec.devices[0].count" in result.stderr
+    assert result.stderr.strip().endswith("1 object valid; 2 problem(s)")

@@ -33,6 +33,35 @@ def manifest_files(paths: list[Path]) -> Iterator[Path]:
             yield path
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Refuses duplicate keys, as kubectl's strict YAML decoding does."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool):
+                continue  # unhashable keys fail in the base class with their own message
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f'mapping key "{key}" already defined', key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expand_lists(body: Any) -> list[Any]:
+    """A `kind: List` (what `kubectl get -o yaml` prints) holds its objects in items."""
+    if (
+        isinstance(body, dict)
+        and body.get("apiVersion") == "v1"
+        and body.get("kind") == "List"
+        and isinstance(body.get("items"), list)
+    ):
+        return list(body["items"])
+    return [body]
+
+
 def read_documents(path: Path) -> tuple[list[Document], list[str]]:
     """Every non-empty document of a (multi-document) YAML file, and parse errors."""
     name = relative(path)
@@ -41,7 +70,7 @@ def read_documents(path: Path) -> tuple[list[Document], list[str]]:
     except (OSError, UnicodeDecodeError) as err:
         return [], [f"{name}: cannot read: {err}"]
     documents: list[Document] = []
-    loader = yaml.SafeLoader(text)
+    loader = _StrictLoader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -49,7 +78,8 @@ def read_documents(path: Path) -> tuple[list[Document], list[str]]:
                 continue
             body = loader.construct_document(node)
             if body is not None:
-                documents.append(Document(name, node.start_mark.line + 1, body))
+                line = node.start_mark.line + 1
+                documents.extend(Document(name, line, item) for item in _expand_lists(body))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name

@@ -819,7 +819,10 @@ def check_composition(
     if not isinstance(pipeline, list) or not pipeline:
         issues.append(("spec.pipeline", "Required value: at least one step"))
         pipeline = []
-    functions = repo.root() / "functions"
+    try:
+        functions: Path | None = repo.root() / "functions"
+    except FileNotFoundError:
+        functions = None  # outside the repository there is no function list to check against
     steps: set[str] = set()
     for index, step in enumerate(pipeline):
         where = f"spec.pipeline[{index}]"
@@ -834,7 +837,7 @@ def check_composition(
         name = (step.get("functionRef") or {}).get("name")
         if not name:
             issues.append((f"{where}.functionRef.name", "Required value"))
-        elif not (functions / str(name)).is_dir():
+        elif functions is not None and not (functions / str(name)).is_dir():
             issues.append(
                 (
                     f"{where}.functionRef.name",
