@@ -392,13 +392,14 @@ def max_elements(schema: JSON) -> int:
         return int(schema["maxProperties"])
     value = schema.get("additionalProperties")
     value = value if isinstance(value, dict) else {}
-    # A key takes at least `"":` and each entry a comma.
-    return (MAX_REQUEST_BYTES - 2) // (_min_serialized(value) + 4)
+    # An entry takes at least a 2-byte key, its quotes, a colon and a comma besides the value.
+    return (MAX_REQUEST_BYTES - 2) // (_min_serialized(value) + 6)
 
 
 def max_string_length(schema: JSON) -> int:
+    """A string's size bound in bytes: maxLength counts code points of up to 4 bytes each."""
     if "maxLength" in schema:
-        return int(schema["maxLength"])
+        return max(int(schema["maxLength"]), 0) * 4
     if schema.get("enum"):
         return max(len(str(v)) for v in schema["enum"])
     return MAX_REQUEST_BYTES - 2
