@@ -312,3 +312,13 @@ def test_pipeline_with_compose_usages_protects_both_provider_configs():
     # Readiness set by the first step survives the second.
     assert result.resources["envoy-gateway"].ready == "False"
     assert result.resources["usage-pc-envoy-gateway"].ready == "True"
+
+
+def test_held_releases_keep_their_helm_release_name():
+    desired = desired_resources(run(GKE_STACK, with_provider_configs(GKE_STACK)))
+    observed = {k: observe(v, ready_status()) for k, v in desired.items()}
+    del observed["provider-config-kubernetes"]
+    held = desired_resources(run(GKE_STACK, observed))
+    assert held["envoy-gateway"]["metadata"]["annotations"] == {
+        "crossplane.io/external-name": "envoy-gateway"
+    }

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 import pydantic
 from modelplane_common.function import Outcome, validation_summary
-from modelplane_common.observed import held, held_all, is_ready
+from modelplane_common.helm import EXTERNAL_NAME
+from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 
@@ -46,7 +47,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     # Gate closed again (C3): whatever is already on the cluster stays.
     for key, body in observed.items():
         if key not in outcome.resources:
-            outcome.compose(key, held(body), ready=is_ready(body) or key.startswith("usage-"))
+            outcome.compose(key, _held(body), ready=is_ready(body) or key.startswith("usage-"))
 
     address = _gateway_address(observed.get(rs.KEY_GATEWAY))
     outcome.composite_status = {"gateway": {"address": address}} if address else {}
@@ -95,6 +96,16 @@ def _compose_remote(
     )  # fmt: skip
 
 
+def _held(body: JSON) -> JSON:
+    """A hold copy that keeps the Helm release name this function set: without it, SSA would
+    drop the annotation and provider-helm would install the chart again under a new name."""
+    copy = held(body)
+    release_name = ((body.get("metadata") or {}).get("annotations") or {}).get(EXTERNAL_NAME)
+    if body.get("kind") == "Release" and release_name:
+        copy["metadata"].setdefault("annotations", {})[EXTERNAL_NAME] = release_name
+    return copy
+
+
 def _gateway_address(gateway_object: JSON | None) -> str | None:
     manifest = (((gateway_object or {}).get("status") or {}).get("atProvider") or {}).get(
         "manifest"
@@ -107,8 +118,8 @@ def _gateway_address(gateway_object: JSON | None) -> str | None:
 
 def _hold(outcome: Outcome, observed: Mapping[str, JSON], message: str) -> Outcome:
     """C4: the stack is someone's running cluster; re-emit it all and say what is wrong."""
-    for key, body in held_all(observed).items():
-        outcome.compose(key, body, ready=is_ready(observed[key]) or key.startswith("usage-"))
+    for key, body in observed.items():
+        outcome.compose(key, _held(body), ready=is_ready(body) or key.startswith("usage-"))
     outcome.condition(STACK_READY, False, "InvalidSpec", message)
     outcome.event("Warning", message, reason="InvalidSpec")
     outcome.composite_ready = False
