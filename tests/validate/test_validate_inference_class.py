@@ -267,3 +267,18 @@ def test_status_is_a_subresource_and_ignored():
     obj = valid_class()
     obj["status"] = {"conditions": "not a list", "bogus": 1}
     assert messages(obj) == []
+
+
+def test_crossplane_spec_fields_are_checked_too():
+    obj = valid_class()
+    obj["spec"]["crossplane"] = {
+        "compositionUpdatePolicy": "Sometimes",
+        "compositionRef": {},
+        "someFutureField": {"kept": True},
+    }
+    assert sorted(messages(obj)) == [
+        "examples/ic.yaml: InferenceClass/h100-80gb: spec.crossplane.compositionRef.name: "
+        "Required value",
+        "examples/ic.yaml: InferenceClass/h100-80gb: spec.crossplane.compositionUpdatePolicy: "
+        'Unsupported value: "Sometimes": supported values: "Automatic", "Manual"',
+    ]

@@ -37,15 +37,67 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
-# Fields Crossplane adds to every XR's schema (apiextensions.crossplane.io/v2 XRDs).
-XR_SPEC_FIELDS = {"crossplane"}
-# ... and to legacy (v1 or LegacyCluster) XRs.
-LEGACY_XR_SPEC_FIELDS = {
-    "compositionRef", "compositionSelector", "compositionRevisionRef",
-    "compositionRevisionSelector", "compositionUpdatePolicy", "claimRef", "resourceRefs",
-    "writeConnectionSecretToRef", "publishConnectionDetailsTo", "environmentConfigRefs",
-}  # fmt: skip
-XR_STATUS_FIELDS = {"conditions", "crossplane", "connectionDetails", "claimConditionTypes"}
+_NAME_REF: JSON = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string"}},
+}
+_SELECTOR: JSON = {
+    "type": "object",
+    "required": ["matchLabels"],
+    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+}
+_OBJECT_REF: JSON = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in ("apiVersion", "kind", "name", "namespace")},
+}
+# What Crossplane adds to every XR's spec: under spec.crossplane for apiextensions v2 XRDs,
+# at the top of spec for legacy ones. Unlisted fields are let through (preserve-unknown) so a
+# newer Crossplane field is never reported as unknown.
+_CROSSPLANE_FIELDS: JSON = {
+    "compositionRef": _NAME_REF,
+    "compositionSelector": _SELECTOR,
+    "compositionRevisionRef": _NAME_REF,
+    "compositionRevisionSelector": _SELECTOR,
+    "compositionUpdatePolicy": {"type": "string", "enum": ["Automatic", "Manual"]},
+    "resourceRefs": {"type": "array", "items": {**_OBJECT_REF, "required": ["kind"]}},
+}
+_LEGACY_FIELDS: JSON = {
+    **_CROSSPLANE_FIELDS,
+    "claimRef": {**_OBJECT_REF, "required": ["apiVersion", "kind", "name", "namespace"]},
+    "writeConnectionSecretToRef": {
+        "type": "object",
+        "required": ["name", "namespace"],
+        "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+    },
+    "publishConnectionDetailsTo": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    "environmentConfigRefs": {
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
+def _with_crossplane_fields(schema: JSON, legacy: bool) -> JSON:
+    """The XR schema as Crossplane serves it, with its own spec fields added."""
+    spec = (schema.get("properties") or {}).get("spec")
+    if not isinstance(spec, dict) or spec.get("type") != "object":
+        return schema
+    added = (
+        _LEGACY_FIELDS
+        if legacy
+        else {
+            "crossplane": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": _CROSSPLANE_FIELDS,
+            }
+        }
+    )
+    spec = {**spec, "properties": {**added, **(spec.get("properties") or {})}}
+    return {**schema, "properties": {**schema["properties"], "spec": spec}}
+
+
 VALID_RULE_REASONS = set(openapi.CEL_REASONS)
 
 
@@ -181,12 +233,8 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
     legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
         definition.body["spec"].get("scope") == "LegacyCluster"
     )
-    allowed = {
-        "": {"apiVersion", "kind", "metadata"},
-        "spec": LEGACY_XR_SPEC_FIELDS if legacy else XR_SPEC_FIELDS,
-        "status": XR_STATUS_FIELDS,
-    }
-    root = celrules.with_object_meta(schema)
+    root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
+    allowed = {"": {"apiVersion", "kind", "metadata"}}
     for path, message in openapi.check_value(root, value, allowed_extra=allowed):
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
             continue  # identity and metadata are checked above, as ObjectMeta
