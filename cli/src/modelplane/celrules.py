@@ -359,10 +359,6 @@ class Shape:
     size: int = 0  # max characters (string) or elements (list, map)
     element: Shape | None = None  # list items or map values
 
-    @property
-    def iterable_size(self) -> int:
-        return self.size if self.kind in ("list", "map", "string", "dyn") else 0
-
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
 _SCALARS = {"string", "int", "double", "bool", "bytes"}

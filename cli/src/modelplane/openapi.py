@@ -15,7 +15,6 @@ import ipaddress
 import json
 import re
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from modelplane import celrules
@@ -309,18 +308,3 @@ def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | 
         except Exception:
             pass
     return prefix + message
-
-
-def walk_schemas(schema: JSON, path: str = "") -> Iterable[tuple[str, JSON]]:
-    """Every schema node below ``schema`` (itself included) with its path in the schema."""
-    yield path, schema
-    for name, sub in (schema.get("properties") or {}).items():
-        if isinstance(sub, dict):
-            yield from walk_schemas(sub, f"{path}.properties.{name}")
-    for key in ("items", "additionalProperties", "not"):
-        if isinstance(schema.get(key), dict):
-            yield from walk_schemas(schema[key], f"{path}.{key}")
-    for key in ("allOf", "anyOf", "oneOf"):
-        for index, sub in enumerate(schema.get(key) or []):
-            if isinstance(sub, dict):
-                yield from walk_schemas(sub, f"{path}.{key}[{index}]")
