@@ -33,7 +33,7 @@ import yaml
 from modelplane import kube, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
 from modelplane.pipeline import PipelineError, PipelineResult
-from modelplane.providers import ProviderSimulator
+from modelplane.providers import WORLD_DEPENDENT_KINDS, ProviderSimulator
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 COMPOSITE_LABEL = "crossplane.io/composite"
@@ -169,10 +169,12 @@ class ControlPlane:
         self.events: dict[ObjectKey, list[JSON]] = {}
         self.rounds_run = 0
         self._objects: dict[ObjectKey, JSON] = {}
-        self._applied: dict[tuple[ObjectKey, str], JSON] = {}  # (object, field manager) -> intent
+        # (object, field manager) -> (last applied intent, resourceVersion it produced)
+        self._applied: dict[tuple[ObjectKey, str], tuple[JSON, str | None]] = {}
         self._serial = 0
         self._changed: set[ObjectKey] = set()
         self._verdicts: dict[str, list[str]] = {}
+        self._provider_stamps: dict[ObjectKey, tuple[Any, int]] = {}
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -388,9 +390,18 @@ class ControlPlane:
             obj = self._objects[key]
             if self.is_composite(obj):
                 continue
+            # Providers are deterministic: an object they already answered for is skipped.
+            stamp = (meta(obj).get("resourceVersion"), self.providers.revision)
+            if self._provider_stamps.get(key) == stamp and key[1] not in WORLD_DEPENDENT_KINDS:
+                continue
             updated = self.providers.observe(obj, world)
             if updated is not None:
                 self._put(updated)
+            stored = self._objects[key]
+            self._provider_stamps[key] = (
+                meta(stored).get("resourceVersion"),
+                self.providers.revision,
+            )
 
     # --- one reconcile (render.md §3) ---------------------------------------------------------
 
@@ -575,22 +586,26 @@ class ControlPlane:
             controller = _controller_uid(existing)
             if controller is not None and controller != meta(xr).get("uid"):
                 return f"{describe(key)} is controlled by another resource (UID {controller})"
-        problems = self._composed_problems(body)
-        if problems:
-            return "; ".join(problems)
         group_kind = f"{body['kind']}.{group_of(str(body['apiVersion']))}"
         digest = hashlib.sha256((meta(xr)["name"] + group_kind).encode()).hexdigest()
         manager = f"apiextensions.crossplane.io/composed/{digest}"
+        previous, produced = self._applied.get((key, manager), (None, None))
+        unchanged = existing is not None and produced == meta(existing).get("resourceVersion")
+        if unchanged and previous == body:
+            return None  # the same intent onto the object exactly as we left it: a no-op
+        problems = self._composed_problems(body)
+        if problems:
+            return "; ".join(problems)
         live = copy.deepcopy(existing) if existing is not None else {}
-        previous = self._applied.get((key, manager))
         if previous is not None:
             kept = set(kube.leaf_paths(body))
             for path in kube.leaf_paths(previous):
                 if path not in kept and path[:1] != ("status",):
                     kube.remove_path(live, path)
         live = _merge_applied(live, body)
-        self._applied[(key, manager)] = copy.deepcopy(body)
         self._put(self._admit(live))
+        stored = meta(self._objects[key]).get("resourceVersion")
+        self._applied[(key, manager)] = (copy.deepcopy(body), stored)
         return None
 
     def _composed_problems(self, body: JSON) -> list[str]:

@@ -31,6 +31,8 @@ READY_TRUE = {"type": "Ready", "status": "True", "reason": "Available"}
 SYNCED_TRUE = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
 KUBERNETES_PROVIDER_GROUPS = {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"}
 HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
+# Kinds whose simulated status depends on other objects (a MetalLB pool, a parent Gateway).
+WORLD_DEPENDENT_KINDS = {"Gateway", "Service", "HTTPRoute", "GRPCRoute"}
 # Kinds nobody writes a status for (configuration, not things that run).
 _NO_STATUS_KINDS = {"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage"}
 _UNTOUCHED_GROUPS = {"apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io"}
@@ -95,6 +97,7 @@ class ProviderSimulator:
 
     def __init__(self) -> None:
         self.overrides: list[Override] = []
+        self.revision = 0  # bumped whenever the overrides change
         self._cel_programs: dict[str, Any] = {}
 
     def inject(
@@ -102,6 +105,7 @@ class ProviderSimulator:
     ) -> Override:
         override = Override(match, status, manifest_status)
         self.overrides.append(override)
+        self.revision += 1
         return override
 
     def clear(self, override: Override | None = None) -> None:
@@ -110,6 +114,7 @@ class ProviderSimulator:
             self.overrides.clear()
         else:
             self.overrides.remove(override)
+        self.revision += 1
 
     def observe(self, obj: JSON, world: World) -> JSON | None:
         """The object as its provider/controller would leave it, or None if nobody touches it."""
