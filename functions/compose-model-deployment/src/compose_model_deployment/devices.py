@@ -74,8 +74,26 @@ def _count(value: Any) -> int:
     return max(int(value), 0)
 
 
+_pools: dict[str, Pool] = {}
+
+
 def parse_pool(raw: Any) -> Pool:
-    """One ``status.gpuPools[]`` entry; raises MalformedPoolError naming what is wrong."""
+    """One ``status.gpuPools[]`` entry; raises MalformedPoolError naming what is wrong.
+
+    A fleet republishes the same pools on every reconcile, so parsed pools are cached by the
+    entry's text (``repr`` is C-fast; equal text means equal content).
+    """
+    key = repr(raw)
+    cached = _pools.get(key)
+    if cached is None:
+        cached = _parse_pool(raw, key)
+        if len(_pools) >= _MAX_CACHE:
+            _pools.clear()
+        _pools[key] = cached
+    return cached
+
+
+def _parse_pool(raw: Any, key: str) -> Pool:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise MalformedPoolError("entry has no name")
     devices_raw = raw.get("devices") or []
@@ -102,7 +120,8 @@ def parse_pool(raw: Any) -> Pool:
         nodes=_count(raw.get("nodes")),
         max_nodes=_count(max_nodes) if max_nodes is not None else None,
         devices=tuple(devices),
-        signature=tuple((d.claim, d.device_class, d.count, d.cel.signature) for d in devices),
+        # Matching depends on the devices only, never on the pool's name or size.
+        signature=repr(devices_raw),
     )
 
 
