@@ -267,4 +267,22 @@ def test_traefik_chart_version_follows_the_spec(version):
     observed = converge(xr, passes=2)
     release = desired_resources(run(xr, observed))["traefik"]
     assert release["spec"]["forProvider"]["chart"]["version"] == version
-    assert copy.deepcopy(release) == release
+
+
+def test_a_renamed_gateway_holds_what_exists():
+    observed = converge(DEFAULT)
+    renamed = {**DEFAULT, "metadata": {"name": "prod"}}
+    rsp = run(renamed, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    for key, body in desired.items():
+        assert body.get("spec") == observed[key].get("spec"), key
+    assert conditions(rsp)["ControllerReady"][1] == "InvalidName"
+
+
+def test_a_crd_no_longer_shipped_is_kept():
+    observed = converge(DEFAULT)
+    old = copy.deepcopy(observed["gateway-api-crd-httproutes"])
+    old["metadata"]["name"] = "tlsroutes.gateway.networking.k8s.io"
+    observed["gateway-api-crd-tlsroutes"] = old
+    assert "gateway-api-crd-tlsroutes" in desired_resources(run(DEFAULT, observed))
