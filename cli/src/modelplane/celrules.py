@@ -362,6 +362,19 @@ class Shape:
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
 _SCALARS = {"string", "int", "double", "bool", "bytes"}
+# Type names are values in CEL: `type(self.x) == string`.
+_TYPE_NAMES = (
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+)
 BOOL = Shape("bool")
 INT = Shape("int")
 
@@ -471,7 +484,8 @@ def _scan(length: int, factor: float = STRING_TRAVERSAL_FACTOR) -> int:
 
 class Estimator:
     def __init__(self, self_shape: Shape) -> None:
-        self.scopes: list[dict[str, Shape]] = [{"self": self_shape, "oldSelf": self_shape}]
+        types = {name: Shape("type") for name in _TYPE_NAMES}
+        self.scopes: list[dict[str, Shape]] = [{**types, "self": self_shape, "oldSelf": self_shape}]
 
     def lookup(self, name: str) -> Shape:
         for scope in reversed(self.scopes):
