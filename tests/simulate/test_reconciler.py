@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+import yaml
+from modelplane import xrd
 from modelplane.controlplane import ControlPlane, InvalidManifestError, format_list
 from modelplane.kube import condition, kind_is_namespaced
 from modelplane.pipeline import PipelineError
@@ -330,3 +332,49 @@ def test_secret_string_data_is_stored_as_data(plane):
     secret = plane.find("Secret", "kc", "modelplane-system")
     assert secret["data"] == {"kubeconfig": "YXBpVmVyc2lvbjogdjE="}
     assert "stringData" not in secret
+
+
+def test_same_input_gives_identical_output(runner, test_catalog):
+    compose_items(runner)
+    outputs = []
+    for _ in range(2):
+        plane = ControlPlane(runner, catalog=test_catalog)
+        plane.apply(widget(items=["a", "b"]))
+        plane.apply(widget(name="v", items=["c"]))
+        assert plane.run(max_rounds=10).converged
+        outputs.append(plane.objects())
+    assert outputs[0] == outputs[1]
+
+
+def test_xr_without_a_composition_is_not_synced(runner, tmp_path):
+    from_path = tmp_path / "apis"
+    (from_path / "widgets").mkdir(parents=True)
+    definition = {
+        "apiVersion": "apiextensions.crossplane.io/v2",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "widgets.test.modelplane.ai"},
+        "spec": {
+            "group": "test.modelplane.ai",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "referenceable": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": {"type": "object"}},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    (from_path / "widgets" / "definition.yaml").write_text(yaml.safe_dump(definition))
+    plane = ControlPlane(runner, catalog=xrd.read_catalog(from_path))
+    plane.apply(widget())
+    plane.run(max_rounds=3)
+    synced = condition(plane.get(API, "Widget", "w", "team-a"), "Synced")
+    assert synced["status"] == "False"
+    assert synced["message"].startswith("cannot select composition")
