@@ -278,6 +278,7 @@ NAMES = {"type": "array", "maxItems": 8, "items": NAME}
         ("quantity(self.name).compareTo(quantity('1G')) < 0", {"name": "1000Mi"}, False),
         ("self.count.sum() == 6 && self.count.max() == 3", {"count": [1, 2, 3]}, True),
         ("self.name.indexOf('b') == 1", {"name": "abc"}, True),
+        ("self.count.max() > 2.5 && self.count[0] == 1.0", {"count": [1, 2, 3]}, True),
         ("type(self.name) == string && type(self.count) == list", {"name": "a", "count": []}, True),
     ],
 )

@@ -185,7 +185,28 @@ def _sub(a: Any, b: Any) -> Quantity:
     return Quantity(_as_quantity(a) - _as_quantity(b))
 
 
+_NUMBERS = (ct.IntType, ct.UintType, ct.DoubleType)
+
+
+def _cross_numeric(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    """The API server's CEL compares int, uint and double with each other (celpy refuses)."""
+    fallback = celpy.evaluation.base_functions[name]
+
+    def operator(a: Any, b: Any) -> Any:
+        if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS) and type(a) is not type(b):
+            return ct.BoolType(compare(float(a), float(b)))
+        return fallback(a, b)
+
+    return operator
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_<_": _cross_numeric("_<_", lambda a, b: a < b),
+    "_<=_": _cross_numeric("_<=_", lambda a, b: a <= b),
+    "_>_": _cross_numeric("_>_", lambda a, b: a > b),
+    "_>=_": _cross_numeric("_>=_", lambda a, b: a >= b),
+    "_==_": _cross_numeric("_==_", lambda a, b: a == b),
+    "_!=_": _cross_numeric("_!=_", lambda a, b: a != b),
     "lowerAscii": lambda s: ct.StringType(s.lower()),
     "upperAscii": lambda s: ct.StringType(s.upper()),
     "trim": lambda s: ct.StringType(s.strip()),
