@@ -144,16 +144,28 @@ def public_address(gateway_address: str, namespace: str, name: str) -> str:
 
 
 def parent_status(route: Mapping | None) -> tuple[bool, str]:
-    """Whether the observed route's Gateway accepted it and resolved its refs, and why not."""
+    """Whether the observed route's Gateway accepted it and resolved its refs, and why not.
+
+    The status is written by the gateway controller; anything malformed reads as "not yet".
+    """
     if not route:
         return False, "the HTTPRoute is not observed yet"
-    for parent in (route.get("status") or {}).get("parents") or []:
-        ref = parent.get("parentRef") or {}
-        if ref.get("name") != GATEWAY_NAME or ref.get("namespace", GATEWAY_NAMESPACE) != (
-            GATEWAY_NAMESPACE
-        ):
+    status = route.get("status")
+    parents = status.get("parents") if isinstance(status, Mapping) else None
+    for parent in parents if isinstance(parents, list) else []:
+        if not isinstance(parent, Mapping):
             continue
-        conditions = {c.get("type"): c for c in parent.get("conditions") or []}
+        ref = parent.get("parentRef")
+        if not isinstance(ref, Mapping) or ref.get("name") != GATEWAY_NAME:
+            continue
+        if ref.get("namespace", GATEWAY_NAMESPACE) != GATEWAY_NAMESPACE:
+            continue
+        found = parent.get("conditions")
+        conditions = {
+            c.get("type"): c
+            for c in (found if isinstance(found, list) else [])
+            if isinstance(c, Mapping)
+        }
         problems = [
             f"{type_}: {(conditions.get(type_) or {}).get('message') or 'not reported'}"
             for type_ in ("Accepted", "ResolvedRefs")
