@@ -33,9 +33,19 @@ def test_a_valid_deployment():
 
 def test_a_deployment_with_a_misspelt_field_names_it():
     assert found(deployment(imagePullPolicyy="Always")) == [
-        "d.yaml: Deployment/vllm: spec.template.spec.containers[0]: unknown field: Additional "
-        "properties are not allowed ('imagePullPolicyy' was unexpected)"
+        "d.yaml: Deployment/vllm: spec.template.spec.containers[0].imagePullPolicyy: unknown "
+        'field "imagePullPolicyy" (not declared in the schema)'
     ]
+
+
+def test_a_core_object_missing_a_required_field():
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "vllm"},
+        "spec": {"ports": [{"protocol": "TCP"}]},
+    }
+    assert found(service) == ["d.yaml: Service/vllm: spec.ports[0].port: Required value"]
 
 
 def test_a_deployment_with_a_wrongly_typed_field():

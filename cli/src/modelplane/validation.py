@@ -397,21 +397,29 @@ def _validate_core(obj: JSON, source: str) -> list[Problem]:
             obj,
             [("", f"no schema for apiVersion {obj['apiVersion']} kind {obj['kind']}")],
         )
-    issues = []
+    issues: list[tuple[str, str]] = []
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
         path = ""
         for part in error.absolute_path:
             path = f"{path}[{part}]" if isinstance(part, int) else join(path, str(part))
-        issues.append((path, _jsonschema_message(error)))
+        if path.startswith(("metadata.labels.", "metadata.annotations.")):
+            continue  # _check_metadata reports these, with map-key paths
+        issues.extend(_jsonschema_issues(path, error))
     return _problems(source, obj, issues)
 
 
-def _jsonschema_message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "additionalProperties":
-        return f"unknown field: {error.message}"
-    if error.validator == "required":
-        return f"Required value: {error.message}"
-    return f"Invalid value: {error.message}"
+def _jsonschema_issues(path: str, error: jsonschema.ValidationError) -> list[tuple[str, str]]:
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        declared = error.schema.get("properties") or {}
+        return [
+            (join(path, name), f'unknown field "{name}" (not declared in the schema)')
+            for name in error.instance
+            if name not in declared
+        ]
+    if error.validator == "required" and isinstance(error.validator_value, list):
+        missing = [n for n in error.validator_value if n not in (error.instance or {})]
+        return [(join(path, name), "Required value") for name in missing]
+    return [(path, f"Invalid value: {error.message}")]
 
 
 # ---------------------------------------------------------------------------------------------
