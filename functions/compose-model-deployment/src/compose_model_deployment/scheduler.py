@@ -326,13 +326,21 @@ class _ClusterView:
         return tuple(placed), ""
 
     def _insufficient(self, candidates: list[_Candidate], trial: Mapping[str, int]) -> str:
-        best = max(candidates, key=lambda c: trial[c.pool] - c.cost)  # first on ties
+        """Name the pool closest to fitting, preferring one that would fit once scaled up."""
+
+        def headroom(candidate: _Candidate) -> bool:
+            pool = self.cluster.pools[candidate.pool]
+            if pool.max_nodes is None:
+                return False
+            return max(trial[candidate.pool], 0) + pool.max_nodes - pool.nodes >= candidate.cost
+
+        best = max(candidates, key=lambda c: (headroom(c), trial[c.pool] - c.cost))
         has = max(trial[best.pool], 0)
-        reason = f'insufficient free nodes (need {best.cost}, pool "{best.pool}" has {has})'
-        pool = self.cluster.pools[best.pool]
-        if pool.max_nodes is not None and has + pool.max_nodes - pool.nodes >= best.cost:
-            reason = reason[:-1] + f"; fits after it scales up, max {pool.max_nodes})"
-        return reason
+        reason = f'insufficient free nodes (need {best.cost}, pool "{best.pool}" has {has}'
+        if headroom(best):
+            # D5: capacity is the pool's current size; say when scaling up would help.
+            reason += f"; fits after it scales up, max {self.cluster.pools[best.pool].max_nodes}"
+        return reason + ")"
 
 
 # --- the three phases ----------------------------------------------------------------------
