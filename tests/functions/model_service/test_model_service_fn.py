@@ -386,3 +386,22 @@ def test_render_service_never_routes_to_the_look_alike_in_another_namespace():
     assert "attacker" not in yaml.safe_dump(route)
     (resolved,) = [c for c in xr["status"]["conditions"] if c["type"] == "EndpointsResolved"]
     assert resolved["message"] == "Matched 1 endpoint(s)"
+
+
+def test_the_modelplane_render_command_prints_the_canary_route():
+    from click.testing import CliRunner  # noqa: PLC0415
+    from modelplane.main import cli  # noqa: PLC0415
+
+    result = CliRunner().invoke(
+        cli,
+        [
+            "render",
+            str(EXAMPLES / "service-canary.yaml"),
+            "-e",
+            str(EXAMPLES / "endpoints.yaml"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    documents = [d for d in yaml.safe_load_all(result.output) if d]
+    (route,) = [d for d in documents if d["kind"] == "HTTPRoute"]
+    assert [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]] == [48, 47, 5]
