@@ -86,7 +86,7 @@ def test_a_provider_kubernetes_object_with_bad_fields():
     del obj["spec"]["forProvider"]["manifest"]
     problems = {p.path: p.message for p in validation.validate_object(obj, "o.yaml")}
     assert problems["spec.forProvider.manifest"] == "Required value"
-    assert problems["spec.extra"] == "unknown field (not declared in the schema)"
+    assert problems["spec.extra"] == 'unknown field "extra" (not declared in the schema)'
     assert problems["spec.readiness.policy"].startswith('Invalid value: "Sometimes"')
 
 

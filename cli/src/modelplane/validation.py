@@ -347,7 +347,7 @@ def _pydantic_message(error: Any) -> str:
     if kind == "missing":
         return "Required value"
     if kind == "extra_forbidden":
-        return "unknown field (not declared in the schema)"
+        return f'unknown field "{error["loc"][-1]}" (not declared in the schema)'
     value = error.get("input")
     shown = json.dumps(value, default=str) if not isinstance(value, dict | list) else kind
     return f"Invalid value: {shown}: {error['msg']}"
