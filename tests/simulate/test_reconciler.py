@@ -378,3 +378,29 @@ def test_xr_without_a_composition_is_not_synced(runner, tmp_path):
     synced = condition(plane.get(API, "Widget", "w", "team-a"), "Synced")
     assert synced["status"] == "False"
     assert synced["message"].startswith("cannot select composition")
+
+
+def test_parent_dropping_a_child_xr_field_keeps_the_child_refs(plane, runner):
+    """A parent that once re-emitted its child's spec.crossplane (a hold copy) and stops must
+    not strip the refs the child's own reconciler writes: the child could no longer GC."""
+    state = {"hold": False, "items": ["x"]}
+
+    def compose_parent(xr, observed, required):
+        child = {"apiVersion": API, "kind": "Widget", "metadata": {}, "spec": {}}
+        if state["hold"] and "child" in observed:
+            child["spec"] = observed["child"]["spec"]
+        child["spec"]["items"] = state["items"]
+        return runner.result({"child": (child, "True")})
+
+    runner.functions["compose-parent"] = compose_parent
+    compose_items(runner)
+    parent = {"apiVersion": API, "kind": "Parent", "metadata": {"name": "p", "namespace": "t"}}
+    plane.apply(parent | {"spec": {}})
+    assert plane.run(max_rounds=10).converged
+    state["hold"] = True
+    assert plane.run(max_rounds=10).converged
+    state["hold"], state["items"] = False, []
+    assert plane.run(max_rounds=10).converged
+    (child,) = plane.list(API, "Widget")
+    assert child["spec"]["crossplane"]["resourceRefs"] == []
+    assert plane.list("v1", "ConfigMap") == []  # the child garbage-collected its ConfigMap

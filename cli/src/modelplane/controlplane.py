@@ -42,6 +42,7 @@ PAUSED_ANNOTATION = "crossplane.io/paused"
 FINALIZER = "composite.apiextensions.crossplane.io"
 SYSTEM_CONDITION_TYPES = {"Ready", "Synced", "Healthy", "Responsive"}
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+_XR_OWN = ("spec", "crossplane")
 _EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 _UID_NAMESPACE = uuid.UUID("6f1e2b7c-6d6f-4465-8c70-6c616e650000")
 
@@ -599,8 +600,12 @@ class ControlPlane:
         live = copy.deepcopy(existing) if existing is not None else {}
         if previous is not None:
             kept = set(kube.leaf_paths(body))
+            for (other_key, other), (intent, _) in self._applied.items():
+                if other_key == key and other != manager:
+                    kept.update(kube.leaf_paths(intent))  # co-owned fields stay
             for path in kube.leaf_paths(previous):
-                if path not in kept and path[:1] != ("status",):
+                # status and an XR's spec.crossplane belong to other writers too.
+                if path not in kept and path[:1] != ("status",) and path[:2] != _XR_OWN:
                     kube.remove_path(live, path)
         live = _merge_applied(live, body)
         self._put(self._admit(live))
