@@ -501,3 +501,8 @@ def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
     mutate(xr["spec"])
     problems = " | ".join(str(p) for p in validate_object(defaulted(xr)))
     assert field in problems, problems
+
+
+def test_status_fields_crossplane_adds_do_not_stop_the_function():
+    xr = {**GKE, "status": {"claimConditionTypes": ["X"], "crossplane": {"x": 1}}}
+    assert set(desired_resources(run(xr))) == {"gke-cluster"}

@@ -24,6 +24,8 @@ from compose_inference_cluster import resources as rs
 CLUSTER_READY = "ClusterReady"
 BACKEND_READY = "BackendReady"
 REPLICAS_REQUIREMENT = "model-replicas"
+# The status fields this function owns (and re-publishes unchanged on a hold).
+PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools")
 
 
 def requirements(xr: JSON) -> dict[str, Selector]:
@@ -56,7 +58,7 @@ def compose(
     _guard_replicas(outcome, name, observed, required.get(REPLICAS_REQUIREMENT))
 
     try:
-        cluster = ic.InferenceCluster.model_validate(xr)
+        cluster = ic.InferenceCluster.model_validate(_without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(
             outcome,
@@ -156,7 +158,7 @@ def _observed_ready(key: str, body: JSON) -> bool:
 
 def _previous_status(xr: JSON) -> JSON:
     status = xr.get("status") or {}
-    return {k: v for k, v in status.items() if k != "conditions"}
+    return {k: v for k, v in status.items() if k in PUBLISHED_STATUS}
 
 
 def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: Any) -> None:
@@ -308,3 +310,8 @@ def _status(
     if address and rs.KEY_SERVING_STACK in outcome.resources:
         status["gateway"] = {"address": address}
     return status
+
+
+def _without_status(xr: JSON) -> JSON:
+    """The XR to check against its model: Crossplane owns status and may add fields to it."""
+    return {k: v for k, v in xr.items() if k != "status"}

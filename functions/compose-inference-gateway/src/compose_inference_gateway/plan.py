@@ -31,7 +31,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         )
         return _hold(outcome, observed, "InvalidName", message)
     try:
-        gateway = InferenceGateway.model_validate(xr)
+        gateway = InferenceGateway.model_validate(_without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(outcome, observed, "InvalidSpec", validation_summary(err))
 
@@ -122,3 +122,8 @@ def _hold(outcome: Outcome, observed: Mapping[str, JSON], reason: str, message: 
     outcome.event("Warning", message, reason=reason)
     outcome.composite_ready = False
     return outcome
+
+
+def _without_status(xr: JSON) -> JSON:
+    """The XR to check against its model: Crossplane owns status and may add fields to it."""
+    return {k: v for k, v in xr.items() if k != "status"}

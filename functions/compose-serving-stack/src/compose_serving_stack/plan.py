@@ -25,7 +25,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     metadata = xr.get("metadata") or {}
     name, namespace = metadata.get("name", ""), metadata.get("namespace") or "modelplane-system"
     try:
-        stack = ss.ServingStack.model_validate(xr)
+        stack = ss.ServingStack.model_validate(_without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(outcome, observed, f"invalid ServingStack: {validation_summary(err)}")
     secrets = stack.spec.secrets
@@ -124,3 +124,8 @@ def _hold(outcome: Outcome, observed: Mapping[str, JSON], message: str) -> Outco
     outcome.event("Warning", message, reason="InvalidSpec")
     outcome.composite_ready = False
     return outcome
+
+
+def _without_status(xr: JSON) -> JSON:
+    """The XR to check against its model: Crossplane owns status and may add fields to it."""
+    return {k: v for k, v in xr.items() if k != "status"}
