@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import jsonschema
 import pydantic
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from kubernetes_validate import utils as kv_utils
 from modelplane import validation
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
@@ -115,22 +117,35 @@ def requirements(rsp: fnv1.RunFunctionResponse) -> JSON:
 # Schema validation: what the API servers (control plane and workload cluster) would say
 
 
+@functools.cache
+def _dra_validator() -> jsonschema.protocols.Validator:
+    """kubernetes-validate's strict ResourceClaimTemplate schema at DRA_KUBERNETES_VERSION."""
+    from referencing import Registry, Resource  # noqa: PLC0415 - kubernetes-validate's dep
+
+    directory = f"kubernetes-json-schema/v{DRA_KUBERNETES_VERSION}.0-local-strict"
+    schema = kv_utils.schema_contents(
+        f"{directory}/resourceclaimtemplate-resource-v1.json", DRA_KUBERNETES_VERSION
+    )
+    definitions = kv_utils.schema_contents(f"{directory}/_definitions.json", DRA_KUBERNETES_VERSION)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
 def manifest_problems(manifest: JSON) -> list[str]:
-    """Problems the workload cluster's API server would report for a remote manifest."""
-    if manifest.get("apiVersion") == "resource.k8s.io/v1":
-        try:
-            kubernetes_validate.validate(manifest, DRA_KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as err:
-            return [f"{manifest['kind']}: {err.message}"]
-        return []
-    problems = [str(p) for p in validation.validate_object(manifest)]
-    if not validation.generated_model(manifest["apiVersion"], manifest["kind"]):
-        # Core kinds: kubernetes-validate itself too, strict, at the DRA-capable version.
-        try:
-            kubernetes_validate.validate(manifest, DRA_KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as err:
-            problems.append(f"{manifest['kind']}: {err.message}")
-    return problems
+    """Problems the workload cluster's API server would report for a remote manifest.
+
+    CRD kinds: their generated models; core kinds: kubernetes-validate's strict schemas (via
+    ``modelplane validate``'s engine), except resource.k8s.io/v1, which is newer than the
+    version that engine pins.
+    """
+    if manifest.get("apiVersion") == "resource.k8s.io/v1" and manifest.get("kind") == (
+        "ResourceClaimTemplate"
+    ):
+        return [
+            f"ResourceClaimTemplate: {'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in _dra_validator().iter_errors(manifest)
+        ]
+    return [str(p) for p in validation.validate_object(manifest)]
 
 
 def object_problems(obj: JSON) -> list[str]:
