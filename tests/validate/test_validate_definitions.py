@@ -348,3 +348,43 @@ def test_distinct_rules_compile_once():
     }
     assert validation.validate_object(obj) == []
     assert celrules._compile.cache_info().currsize == 1
+
+
+def test_junctors_apply_value_validations_with_their_own_meaning():
+    properties = {
+        "a": {"type": "string"},
+        "b": {"type": "string"},
+        "port": {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+        },
+        "size": {"type": "integer", "oneOf": [{"maximum": 10}, {"minimum": 5}]},
+    }
+    body = definition(
+        {
+            "type": "object",
+            "properties": properties,
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+        }
+    )
+    assert validation.check_definition(body) == []
+    catalog = xrd.Catalog({("test.modelplane.ai", "Widget"): xrd.Definition(Path("x"), body)}, {})
+
+    def found(spec):
+        obj = {"apiVersion": "test.modelplane.ai/v1", "kind": "Widget", "metadata": {"name": "w"}}
+        return [
+            (p.path, p.message)
+            for p in validation.validate_object({**obj, "spec": spec}, "w", catalog)
+        ]
+
+    assert found({"b": "x", "port": "http", "size": 3}) == []
+    assert found({"port": 80}) == [
+        (
+            "spec",
+            "Invalid value: must match at least one schema in anyOf: spec.a: Required value; "
+            "spec.b: Required value",
+        )
+    ]
+    assert found({"a": "x", "size": 7}) == [
+        ("spec.size", "Invalid value: must match exactly one schema in oneOf, matches 2")
+    ]

@@ -140,15 +140,39 @@ def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
         walk.add(path, f"Invalid value: {_short(value)}: must be of type {kind}")
         return False
     _check_values(walk, schema, value, path)
-    for junctor in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(junctor) or []:
-            _check_values(walk, sub, value, path)
+    _check_junctors(walk, schema, value, path)
     if isinstance(value, dict):
         _check_object(walk, schema, value, path)
     elif isinstance(value, list):
         _check_array(walk, schema, value, path)
     _check_rules(walk, schema, value, path)
     return True
+
+
+def _branch_issues(schema: Any, value: Any, path: str) -> list[Issue]:
+    branch = _Walk()
+    if isinstance(schema, dict):
+        _check_values(branch, schema, value, path)
+    return branch.issues
+
+
+def _check_junctors(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+    """allOf, anyOf, oneOf and not: value validations only, as structural schemas allow."""
+    for sub in schema.get("allOf") or []:
+        walk.issues.extend(_branch_issues(sub, value, path))
+    if branches := schema.get("anyOf"):
+        results = [_branch_issues(sub, value, path) for sub in branches]
+        if all(results):
+            first = "; ".join(f"{p}: {m}" for issues in results for p, m in issues[:1])
+            walk.add(path, f"Invalid value: must match at least one schema in anyOf: {first}")
+    if branches := schema.get("oneOf"):
+        passing = sum(not _branch_issues(sub, value, path) for sub in branches)
+        if passing != 1:
+            walk.add(
+                path, f"Invalid value: must match exactly one schema in oneOf, matches {passing}"
+            )
+    if isinstance(schema.get("not"), dict) and not _branch_issues(schema["not"], value, path):
+        walk.add(path, "Invalid value: must not match the schema in not")
 
 
 def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:

@@ -646,6 +646,8 @@ def _schema_nodes(schema: JSON) -> list[tuple[str, JSON, int, bool]]:
             )
         for key in ("allOf", "anyOf", "oneOf"):
             for index, sub in enumerate(node.get(key) or []):
+                if node.get("x-kubernetes-int-or-string") and sub in _INT_OR_STRING_BRANCHES:
+                    continue  # the one place a junctor may name types
                 if isinstance(sub, dict):
                     visit(sub, f"{path}.{key}[{index}]", cardinality, True)
         if isinstance(node.get("not"), dict):
@@ -660,6 +662,7 @@ def _elements(node: JSON) -> int:
 
 
 _TYPES = {"object", "array", "string", "integer", "number", "boolean"}
+_INT_OR_STRING_BRANCHES = ({"type": "integer"}, {"type": "string"})
 _JUNCTOR_FORBIDDEN = ("type", "default", "additionalProperties", "nullable", "description")
 _LIST_TYPES = {"atomic", "set", "map"}
 
