@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import pydantic
-from modelplane_common.function import (
-    CompositionFunction,
-    Outcome,
-    Request,
-    Selector,
-    validation_summary,
-)
+from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed, validated
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
@@ -154,10 +148,3 @@ def _events(
         outcome.event("Normal", f"Staging {repo} to {len(matched)} clusters: {names}")
     if matched and ready_count == len(matched) and not staging.composite_ready(composite):
         outcome.event("Normal", f"Artifact staged on all {len(matched)} clusters")
-
-
-class ModelCacheFunction(CompositionFunction):
-    name = "compose-model-cache"
-
-    def compose(self, request: Request) -> Outcome:
-        return compose_cache(request.composite, request.observed, request.required(CLUSTERS))

@@ -4,7 +4,7 @@ ModelEndpoint, and ``status.routing.backendName`` once they exist (routing.md §
 from __future__ import annotations
 
 from modelplane_common.endpoint_url import InvalidURLError, parse_endpoint_url
-from modelplane_common.function import CompositionFunction, Outcome, Request
+from modelplane_common.function import Outcome
 from modelplane_common.observed import desired_from_observed
 from modelplane_common.plain import JSON
 
@@ -88,10 +88,3 @@ def _observed_name(body: JSON | None) -> str | None:
     if not body:
         return None
     return (body.get("metadata") or {}).get("name") or None
-
-
-class ModelEndpointFunction(CompositionFunction):
-    name = "compose-model-endpoint"
-
-    def compose(self, request: Request) -> Outcome:
-        return compose_endpoint(request.composite, request.observed)

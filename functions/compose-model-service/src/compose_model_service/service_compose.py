@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import pydantic
-from modelplane_common.function import (
-    CompositionFunction,
-    Outcome,
-    Request,
-    Selector,
-    validation_summary,
-)
+from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.gateway_networking_k8s_io.v1.httproute import HTTPRoute
@@ -125,18 +119,3 @@ def _hold(outcome: Outcome, observed: dict[str, JSON], message: str) -> Outcome:
     outcome.event("Warning", message, reason="InvalidSpec")
     outcome.composite_ready = False
     return outcome
-
-
-class ModelServiceFunction(CompositionFunction):
-    name = "compose-model-service"
-
-    def compose(self, request: Request) -> Outcome:
-        entries = (request.spec.get("endpoints") or []) if isinstance(request.spec, dict) else []
-        required = {
-            GATEWAY_REQUIREMENT: request.required(GATEWAY_REQUIREMENT),
-            **{
-                endpoints_requirement(i): request.required(endpoints_requirement(i))
-                for i in range(len(entries))
-            },
-        }
-        return compose_service(request.composite, request.observed, required)
