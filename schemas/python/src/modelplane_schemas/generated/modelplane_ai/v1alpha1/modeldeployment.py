@@ -117,7 +117,7 @@ class Container(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(max_length=63, min_length=1)]
     image: Annotated[str, Field(min_length=1)]
     command: list[str] | None = None
     args: list[str] | None = None
