@@ -571,3 +571,15 @@ def test_render_public_cache_on_every_reachable_cluster():
             ][0]
             assert container["env"] == []
             assert "--revision" not in container["command"][2]
+
+
+def test_spec_the_schema_would_reject_holds_the_staged_weights():
+    first = desired(run(cache(), [GKE]))
+    observed = {k: observed_object(v, BOUND, ready=True) for k, v in first.items()}
+    broken = cache()
+    broken["spec"]["huggingFace"]["sizeGiB"] = 0
+    rsp = run(broken, [GKE], observed)
+    assert set(desired(rsp)) == set(first)
+    artifact = condition(rsp, "ArtifactReady")
+    assert artifact.reason == "InvalidSpec"
+    assert "spec.huggingFace.sizeGiB" in artifact.message

@@ -405,3 +405,13 @@ def test_the_modelplane_render_command_prints_the_canary_route():
     documents = [d for d in yaml.safe_load_all(result.output) if d]
     (route,) = [d for d in documents if d["kind"] == "HTTPRoute"]
     assert [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]] == [48, 47, 5]
+
+
+def test_spec_the_schema_would_reject_holds_the_existing_route():
+    route = accepted(route_of(run(CANARY, resolve(CANARY, POOL))))
+    broken = {**CANARY, "spec": {"endpoints": [{"selector": {"matchLabels": {}}, "weight": 0}]}}
+    rsp = run(broken, None, {"httproute": route})
+    assert to_plain(rsp.desired.resources["httproute"].resource)["spec"] == route["spec"]
+    routing = condition(rsp, "RoutingReady")
+    assert routing.reason == "InvalidSpec"
+    assert "spec.endpoints[0]" in routing.message
