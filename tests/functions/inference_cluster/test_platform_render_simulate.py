@@ -172,3 +172,62 @@ def test_simulate_example_platform_converges_with_gpu_pools_published():
     kinds = {(o["kind"], o["metadata"].get("namespace")) for o in objects}
     assert ("ServingStack", "modelplane-system") in kinds
     assert ("ClusterUsage", None) in kinds
+
+
+def test_render_default_gateway_has_no_metallb(tmp_path):
+    gateway = yaml.safe_load((EXAMPLES / "inferencegateway.yaml").read_text())
+    gateway["spec"] = {"backend": "Traefik"}
+    resources = by_key(render(write(tmp_path / "ig.yaml", [gateway])))
+    assert "provider-config-helm" in resources
+    assert not any("metallb" in key for key in resources)
+
+
+H100_CLASS = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "InferenceClass",
+    "metadata": {"name": "gke-h100-8x-a3"},
+    "spec": {
+        "provisioning": {
+            "provider": "GKE",
+            "gke": {
+                "machineType": "a3-highgpu-8g",
+                "accelerator": {"type": "nvidia-h100-80gb", "count": 8},
+            },
+        },
+        "devices": [
+            {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com",
+             "count": 8, "capacity": {"memory": {"value": "81559Mi"}}}
+        ],
+    },
+}  # fmt: skip
+
+
+def test_render_gke_cluster_with_l4_and_h100_pools_and_its_usages(tmp_path):
+    cluster = yaml.safe_load((EXAMPLES / "inferencecluster-gke.yaml").read_text())
+    cluster["spec"]["nodePools"].append(
+        {"name": "h100", "className": "gke-h100-8x-a3", "nodeCount": 2,
+         "zones": ["us-central1-b"]}
+    )  # fmt: skip
+    xr = write(tmp_path / "ic.yaml", [cluster])
+    classes = write(
+        tmp_path / "classes.yaml",
+        [yaml.safe_load((EXAMPLES / "inferenceclass-l4.yaml").read_text()), H100_CLASS],
+    )
+    gke = by_key(render(xr, "-e", str(classes)))["gke-cluster"]
+    assert [p["name"] for p in gke["spec"]["nodePools"]] == ["l4", "h100"]
+    secrets = [
+        {"type": "Kubeconfig", "name": "gke-kubeconfig", "key": "kubeconfig"},
+        {"type": "GCPServiceAccountKey", "name": "gke-sa-key", "key": "private_key"},
+    ]
+    status = {**READY, "secrets": secrets, "network": {"name": "vpc-abc12"}}
+    world = write(tmp_path / "observed.yaml", [observed("gke-cluster", gke, status)])
+    docs = render(xr, "-e", str(classes), "-o", str(world))
+    resources = by_key(docs)
+    assert set(resources) == {
+        "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
+        "serving-stack", "usage-gke-by-backend",
+    }  # fmt: skip
+    assert resources["usage-gke-by-backend"]["spec"]["by"]["kind"] == "ServingStack"
+    pools = {p["name"]: p for p in docs[0]["status"]["gpuPools"]}
+    assert (pools["h100"]["nodes"], pools["h100"]["devices"][0]["count"]) == (2, 8)
+    assert "maxNodes" not in pools["h100"]
