@@ -59,3 +59,39 @@ def test_bad_fields_are_rejected_naming_the_field(path, value, field):
     messages = _messages(xr)
     assert messages, f"{path}={value!r} was accepted"
     assert any(field in m for m in messages), messages
+
+
+def _hugging_face_rules() -> list[dict]:
+    definition = yaml.safe_load((ROOT / "apis" / "modelcaches" / "definition.yaml").read_text())
+    schema = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema["properties"]["spec"]["properties"]["huggingFace"]["x-kubernetes-validations"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "allowed"),
+    [
+        ({"repo": "a/b", "revision": "main"}, {"repo": "a/b", "revision": "main"}, True),
+        (
+            {"repo": "a/b", "revision": "main"},
+            {"repo": "a/b", "revision": "main", "sizeGiB": 9},
+            True,
+        ),
+        ({"repo": "a/b"}, {"repo": "a/c"}, False),
+        ({"repo": "a/b", "revision": "main"}, {"repo": "a/b", "revision": "v2"}, False),
+        ({"repo": "a/b"}, {"repo": "a/b", "revision": "main"}, False),
+        ({"repo": "a/b", "revision": "main"}, {"repo": "a/b"}, False),
+    ],
+)
+def test_repo_and_revision_are_immutable_ic1(old, new, allowed):
+    import celpy  # noqa: PLC0415
+    from modelplane import celrules  # noqa: PLC0415
+
+    outcomes = [
+        bool(
+            celrules.compile_rule(rule["rule"]).evaluate(
+                {"self": celpy.json_to_cel(new), "oldSelf": celpy.json_to_cel(old)}
+            )
+        )
+        for rule in _hugging_face_rules()
+    ]
+    assert all(outcomes) == allowed
