@@ -11,8 +11,23 @@ def no_world(_: str) -> list[dict]:
     return []
 
 
+CLUSTER_CONFIG = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "ClusterProviderConfig",
+    "metadata": {"name": "gke-us"},
+}
+
+
+def configs(kind: str) -> list[dict]:
+    """A world where the remote cluster's provider config exists."""
+    return [CLUSTER_CONFIG] if kind == "ClusterProviderConfig" else []
+
+
 def wrapped(manifest: dict, readiness: dict | None = None) -> dict:
-    spec = {"forProvider": {"manifest": manifest}, "providerConfigRef": {"name": "gke-us"}}
+    spec = {
+        "forProvider": {"manifest": manifest},
+        "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "gke-us"},
+    }
     if readiness:
         spec["readiness"] = readiness
     return {
@@ -42,7 +57,7 @@ def test_remote_deployment_reports_available_replicas_and_cel_readiness():
         "metadata": {"name": "engine", "namespace": "m"},
         "spec": {"replicas": 2},
     }
-    observed = ProviderSimulator().observe(wrapped(deployment, AVAILABLE), no_world)
+    observed = ProviderSimulator().observe(wrapped(deployment, AVAILABLE), configs)
     remote = observed["status"]["atProvider"]["manifest"]
     assert remote["spec"] == {"replicas": 2}
     assert remote["status"]["readyReplicas"] == 2
@@ -63,7 +78,7 @@ def test_remote_deployment_reports_available_replicas_and_cel_readiness():
     ],
 )
 def test_remote_objects_get_live_status(manifest, expected):
-    observed = ProviderSimulator().observe(wrapped(manifest), no_world)
+    observed = ProviderSimulator().observe(wrapped(manifest), configs)
     status = observed["status"]["atProvider"]["manifest"]["status"]
     assert expected.items() <= status.items()
 
@@ -81,12 +96,12 @@ def test_injected_job_failure_makes_the_object_unready_until_cleared():
             ],
         },
     )
-    failed = providers.observe(wrapped(JOB, COMPLETE), no_world)
+    failed = providers.observe(wrapped(JOB, COMPLETE), configs)
     assert condition_status(failed, "Ready") == "False"
     remote = failed["status"]["atProvider"]["manifest"]
     assert condition(remote, "Failed")["reason"] == "BackoffLimitExceeded"
     providers.clear(failure)
-    assert condition_status(providers.observe(wrapped(JOB, COMPLETE), no_world), "Ready") == "True"
+    assert condition_status(providers.observe(wrapped(JOB, COMPLETE), configs), "Ready") == "True"
 
 
 def test_injected_status_on_a_managed_resource():
@@ -202,3 +217,17 @@ def test_objects_without_a_controller_are_left_alone():
     assert ProviderSimulator().observe(config_map, no_world) is None
     xr = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass", "metadata": {}}
     assert ProviderSimulator().observe(xr, no_world) is None
+
+
+def test_objects_of_a_deleted_cluster_config_go_unsynced_but_keep_what_was_observed():
+    providers = ProviderSimulator()
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "e"}}
+    observed = providers.observe(wrapped(deployment, AVAILABLE), configs)
+    cut_off = providers.observe(observed, no_world)
+    assert condition_status(cut_off, "Ready") == "True"  # last observed, not re-derived
+    synced = condition(cut_off, "Synced")
+    assert synced["status"] == "False"
+    assert (
+        'ClusterProviderConfig.kubernetes.m.crossplane.io "gke-us" not found' in synced["message"]
+    )
+    assert cut_off["status"]["atProvider"] == observed["status"]["atProvider"]

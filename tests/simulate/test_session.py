@@ -59,6 +59,14 @@ def widget(items: list[str]) -> dict:
 
 def test_scripted_scenario_failure_recovery_scale_and_delete(test_catalog):
     with session(catalog=test_catalog, servicers={"compose-widget": HydrateFunction()}) as plane:
+        plane.apply(
+            {
+                "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+                "kind": "ClusterProviderConfig",
+                "metadata": {"name": "remote"},
+                "spec": {"credentials": {"source": "InjectedIdentity"}},
+            }
+        )
         plane.apply(widget(["a", "b"]))
         assert plane.run(max_rounds=10).converged
         xr = plane.find("Widget", "w", "team-a")
@@ -100,4 +108,4 @@ def test_scripted_scenario_failure_recovery_scale_and_delete(test_catalog):
         # Deleting the XR removes everything it composed.
         plane.delete(plane.key("Widget", "w", "team-a"))
         assert plane.run(max_rounds=10).converged
-        assert plane.objects() == []
+        assert [o["kind"] for o in plane.objects()] == ["ClusterProviderConfig"]

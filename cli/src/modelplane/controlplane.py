@@ -33,7 +33,11 @@ import yaml
 from modelplane import kube, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
 from modelplane.pipeline import PipelineError, PipelineResult
-from modelplane.providers import WORLD_DEPENDENT_KINDS, ProviderSimulator
+from modelplane.providers import (
+    PROVIDER_CONFIG_KINDS,
+    WORLD_DEPENDENT_KINDS,
+    ProviderSimulator,
+)
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 COMPOSITE_LABEL = "crossplane.io/composite"
@@ -175,7 +179,7 @@ class ControlPlane:
         self._serial = 0
         self._changed: set[ObjectKey] = set()
         self._verdicts: dict[str, list[str]] = {}
-        self._provider_stamps: dict[ObjectKey, tuple[Any, int]] = {}
+        self._provider_stamps: dict[ObjectKey, tuple[Any, int, int]] = {}
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -387,12 +391,14 @@ class ControlPlane:
         def world(kind: str) -> list[JSON]:
             return by_kind.get(kind, [])
 
+        # Remote objects depend on their provider configs existing.
+        configs = hash(frozenset(key for key in self._objects if key[1] in PROVIDER_CONFIG_KINDS))
         for key in sorted(self._objects):
             obj = self._objects[key]
             if self.is_composite(obj):
                 continue
             # Providers are deterministic: an object they already answered for is skipped.
-            stamp = (meta(obj).get("resourceVersion"), self.providers.revision)
+            stamp = (meta(obj).get("resourceVersion"), self.providers.revision, configs)
             if self._provider_stamps.get(key) == stamp and key[1] not in WORLD_DEPENDENT_KINDS:
                 continue
             updated = self.providers.observe(obj, world)
@@ -402,6 +408,7 @@ class ControlPlane:
             self._provider_stamps[key] = (
                 meta(stored).get("resourceVersion"),
                 self.providers.revision,
+                configs,
             )
 
     # --- one reconcile (render.md §3) ---------------------------------------------------------

@@ -124,6 +124,10 @@ class ProviderSimulator:
         if is_modelplane_group(group) or group in _UNTOUCHED_GROUPS or kind in _NO_STATUS_KINDS:
             return None
         overrides = [o for o in self.overrides if o.match(obj)]
+        if group in KUBERNETES_PROVIDER_GROUPS | HELM_PROVIDER_GROUPS:
+            missing = _missing_provider_config(obj, world)
+            if missing:
+                return _unreachable(obj, missing)
         if group in KUBERNETES_PROVIDER_GROUPS and kind == "Object":
             updated = self._object(obj, overrides)
         elif group in HELM_PROVIDER_GROUPS and kind == "Release":
@@ -205,6 +209,44 @@ class ProviderSimulator:
         except Exception:  # a failing query means "not ready", as in provider-kubernetes
             return False
         return isinstance(result, celpy.celtypes.BoolType | bool) and bool(result)
+
+
+PROVIDER_CONFIG_KINDS = ("ProviderConfig", "ClusterProviderConfig")
+
+
+def _missing_provider_config(obj: JSON, world: World) -> str | None:
+    """Why the provider cannot reach this object's cluster, or None.
+
+    The operator's ``default`` configs are assumed to exist (they are a prerequisite, not
+    something a Modelplane directory declares); any other reference must resolve in the store,
+    so deleting a cluster's configs cuts its remote objects off as in a real control plane.
+    """
+    ref = lookup(obj, ".spec.providerConfigRef") or {}
+    name = str(ref.get("name") or "default")
+    group = group_of(str(obj.get("apiVersion", "")))
+    kind = str(ref.get("kind") or ("ClusterProviderConfig" if ".m." in group else "ProviderConfig"))
+    if name == "default":
+        return None
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    for config in world(kind):
+        metadata = config.get("metadata") or {}
+        if metadata.get("name") != name or group_of(str(config.get("apiVersion", ""))) != group:
+            continue
+        if kind == "ClusterProviderConfig" or metadata.get("namespace") == namespace:
+            return None
+    return f'cannot get {kind}: {kind}.{group} "{name}" not found'
+
+
+def _unreachable(obj: JSON, message: str) -> JSON:
+    """Synced=False; everything last observed (Ready, atProvider) stays as it was."""
+    updated = copy.deepcopy(obj)
+    status = updated.setdefault("status", {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Synced"]
+    status["conditions"] = [
+        *conditions,
+        {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": message},
+    ]
+    return updated
 
 
 @dataclasses.dataclass(frozen=True)
