@@ -404,3 +404,15 @@ def test_parent_dropping_a_child_xr_field_keeps_the_child_refs(plane, runner):
     (child,) = plane.list(API, "Widget")
     assert child["spec"]["crossplane"]["resourceRefs"] == []
     assert plane.list("v1", "ConfigMap") == []  # the child garbage-collected its ConfigMap
+
+
+def test_explicit_composition_ref_must_exist(plane, runner):
+    compose_items(runner)
+    xr = widget(items=["a"])
+    xr["spec"]["crossplane"] = {"compositionRef": {"name": "no-such-composition"}}
+    plane.apply(xr)
+    plane.run(max_rounds=3)
+    synced = condition(plane.get(API, "Widget", "w", "team-a"), "Synced")
+    assert synced["status"] == "False"
+    assert 'Composition "no-such-composition"' in synced["message"]
+    assert runner.calls == []

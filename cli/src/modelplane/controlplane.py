@@ -437,16 +437,10 @@ class ControlPlane:
         if FINALIZER not in (metadata.get("finalizers") or []):
             metadata["finalizers"] = [*(metadata.get("finalizers") or []), FINALIZER]
         metadata.setdefault("labels", {}).setdefault(COMPOSITE_LABEL, metadata["name"])
-        found = self.catalog.composition_for(str(xr["apiVersion"]), str(xr["kind"]))
-        if found is None:
-            self._fail(
-                xr,
-                f"cannot select composition: no Composition in apis/ has compositeTypeRef "
-                f"{xr['apiVersion']} {xr['kind']}",
-            )
-            return
-        _, composition = found
         crossplane = xr.setdefault("spec", {}).setdefault("crossplane", {})
+        composition = self._select_composition(xr)
+        if composition is None:
+            return
         crossplane["compositionRef"] = {"name": meta(composition).get("name")}
         try:
             observed = self._observed(xr, definition.namespaced)
@@ -477,6 +471,30 @@ class ControlPlane:
         self._emit(key, result.results)
         self._write_status(xr, result, unsynced)
         self._put(xr)
+
+    def _select_composition(self, xr: JSON) -> JSON | None:
+        """An explicit spec.crossplane.compositionRef, else the one composition for the type."""
+        type_ = (str(xr["apiVersion"]), str(xr["kind"]))
+        candidates = [body for _, body in self.catalog.compositions.get(type_, [])]
+        wanted = ((xr["spec"].get("crossplane") or {}).get("compositionRef") or {}).get("name")
+        if wanted:
+            chosen = [c for c in candidates if meta(c).get("name") == wanted]
+            if not chosen:
+                self._fail(
+                    xr,
+                    f'cannot select composition: Composition "{wanted}" (spec.crossplane.'
+                    f"compositionRef) does not exist for {type_[0]} {type_[1]}",
+                )
+                return None
+            return chosen[0]
+        if not candidates:
+            self._fail(
+                xr,
+                f"cannot select composition: no Composition in apis/ has compositeTypeRef "
+                f"{type_[0]} {type_[1]}",
+            )
+            return None
+        return candidates[0]
 
     def _run_pipeline(
         self, composition: JSON, xr: JSON, observed: dict[str, JSON]
