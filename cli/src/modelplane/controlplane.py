@@ -9,8 +9,9 @@ servers, composed resources are named, stamped, garbage-collected and server-sid
 field manager, and the XR gets its status, Ready and Synced. Providers are simulated between
 reconciles (``modelplane.providers``). Rounds repeat until nothing changes.
 
-Scenario tests drive it directly: ``load``/``apply``/``patch``/``delete`` objects, ``run`` to a
-fixed point, ``providers.inject`` a failure, read objects back with ``get``/``list``.
+Scenario tests drive it through ``session()``: ``load``/``apply``/``patch``/``delete`` objects,
+``run`` to a fixed point, ``providers.inject`` a failure, read objects back with
+``find``/``get``/``list`` (design/simulate.md).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ import yaml
 
 from modelplane import kube, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
-from modelplane.pipeline import PipelineError, PipelineResult
+from modelplane.pipeline import (
+    FunctionHost,
+    PipelineError,
+    PipelineResult,
+    repository_functions,
+    run_pipeline,
+)
 from modelplane.providers import (
     PROVIDER_CONFIG_KINDS,
     WORLD_DEPENDENT_KINDS,
@@ -62,14 +69,12 @@ class PipelineRunner(Protocol):
 class HostedRunner:
     """The real runner: every step's function is a gRPC server hosted by a FunctionHost."""
 
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: FunctionHost) -> None:
         self.host = host
 
     def __call__(
         self, composition: JSON, xr: JSON, observed: dict[str, JSON], required: list[JSON]
     ) -> PipelineResult:
-        from modelplane.pipeline import run_pipeline  # noqa: PLC0415 - lands with render
-
         return run_pipeline(self.host, composition, xr, observed, required)
 
 
@@ -81,27 +86,28 @@ def session(
     functions: list[JSON] | None = None,
     servicers: Mapping[str, Any] | None = None,
     timeout: float = 60.0,
+    deadline: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Iterator[ControlPlane]:
     """A control plane whose pipelines call real gRPC functions, for scripts and scenario tests.
 
     Repository functions are hosted in-process; ``functions`` (Crossplane Function objects, e.g.
     Development targets) and ``servicers`` (name -> servicer) add or replace some. Manifests in
-    ``directory`` are loaded first; Function objects found there are used too.
+    ``directory`` are loaded first; Function objects found there are used too. ``timeout``
+    bounds each function call, ``deadline`` (a ``time.monotonic()`` value) all of them.
     """
     plane = ControlPlane(runner=_unstarted, catalog=catalog, progress=progress)
     if directory is not None:
         plane.load(directory)
     listed = [*(functions or []), *plane.functions]
     names = {str((fn.get("metadata") or {}).get("name")) for fn in listed}
-    from modelplane.pipeline import FunctionHost, repository_functions  # noqa: PLC0415
-
     everything = listed + [
         {"apiVersion": "pkg.crossplane.io/v1", "kind": "Function", "metadata": {"name": name}}
         for name in sorted(repository_functions())
         if name not in names
     ]
     with FunctionHost(functions=everything, timeout=timeout, servicers=servicers) as host:
+        host.deadline = deadline
         plane.runner = HostedRunner(host)
         yield plane
 

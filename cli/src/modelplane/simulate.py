@@ -49,17 +49,17 @@ def command(directory: Path, output: str, max_rounds: int, timeout: float) -> No
     """Reconcile every manifest in DIRECTORY until nothing changes, simulating the providers.
 
     Exits 1 if a manifest is invalid, if the control plane does not settle, or if any
-    Modelplane resource is not Ready at the end.
+    Modelplane resource is not Ready and Synced at the end.
     """
     try:
         catalog = xrd.catalog()
     except FileNotFoundError as err:
         raise click.ClickException(str(err)) from err
-    progress = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
-        with session(directory, catalog=catalog, timeout=timeout, progress=progress) as plane:
-            host = plane.runner.host  # type: ignore[attr-defined]
-            host.deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout
+        with session(
+            directory, catalog=catalog, timeout=timeout, deadline=deadline, progress=_progress
+        ) as plane:
             outcome = plane.run(max_rounds=max_rounds, timeout=timeout)
     except InvalidManifestError as err:
         click.echo(f"invalid manifests:\n{_indent(str(err))}", err=True)
@@ -73,6 +73,10 @@ def command(directory: Path, output: str, max_rounds: int, timeout: float) -> No
     else:
         click.echo(table(plane))
     sys.exit(_verdict(plane, outcome))
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _verdict(plane: ControlPlane, outcome: Convergence) -> int:
