@@ -284,7 +284,7 @@ class ControlPlane:
                 documents.append((str(file), doc))
         if problems:
             raise InvalidManifestError("\n".join(problems))
-        return [self.apply(doc, source=source) for source, doc in documents]
+        return [self._store_applied(doc) for _, doc in documents]
 
     def check(self, obj: JSON, source: str = "<input>") -> list[str]:
         """What the API server would reject: ``source: Kind/name: field: message`` lines."""
@@ -306,6 +306,9 @@ class ControlPlane:
         problems = self.check(obj, source)
         if problems:
             raise InvalidManifestError("\n".join(problems))
+        return self._store_applied(obj)
+
+    def _store_applied(self, obj: JSON) -> ObjectKey:
         incoming = self._admit(copy.deepcopy(obj))
         for field in _SERVER_METADATA:
             meta(incoming).pop(field, None)
