@@ -138,7 +138,8 @@ def gke_pools(
     """GKECluster ``spec.nodePools`` (spec §4.5): GPU pools only; the system pool is injected."""
     out = []
     for pool in pools:
-        block = classes[pool.className].spec.provisioning.gke  # type: ignore[union-attr]
+        provisioning = classes[pool.className].spec.provisioning
+        block = provisioning.gke if provisioning else None
         assert block is not None  # checked by provisioning_problems
         fields: JSON = {
             "name": pool.name,
@@ -163,7 +164,8 @@ def eks_pools(
     """EKSCluster ``spec.nodePools`` (spec §4.5, EKS)."""
     out = []
     for pool in pools:
-        block = classes[pool.className].spec.provisioning.eks  # type: ignore[union-attr]
+        provisioning = classes[pool.className].spec.provisioning
+        block = provisioning.eks if provisioning else None
         assert block is not None  # checked by provisioning_problems
         fields: JSON = {
             "name": pool.name,

@@ -39,10 +39,12 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     version = (traefik.version if traefik else None) or "40.2.0"
     metallb = traefik.metallb if traefik and traefik.loadBalancer == "MetalLB" else None
 
-    def gated(key: str, gate_open: bool, build: Callable[[], object], ready: bool) -> bool:
+    def gated(
+        key: str, gate_open: bool, build: Callable[[], JSON | pydantic.BaseModel], ready: bool
+    ) -> bool:
         """C3: compose when the gate is open or it already exists; True when composed."""
         if gate_open:
-            outcome.compose(key, build(), ready=ready)  # type: ignore[arg-type]
+            outcome.compose(key, build(), ready=ready)
         elif key in observed:
             outcome.compose(key, held(observed[key]), ready=ready)
         return key in outcome.resources
@@ -84,9 +86,9 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         outcome.condition(CONTROLLER_READY, True, "ControllerHealthy")
     else:
         waiting = (
-            "the Gateway API CRDs to be Established"
-            if not crds_established
-            else ("the traefik release to be Ready")
+            "the traefik release to be Ready"
+            if crds_established
+            else "the Gateway API CRDs to be Established"
         )
         outcome.condition(CONTROLLER_READY, False, "Installing", f"Waiting for {waiting}")
     outcome.composite_status = _status(observed)

@@ -14,6 +14,7 @@ from modelplane_common.helm import EXTERNAL_NAME
 from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
 from compose_serving_stack import resources as rs
 
@@ -61,8 +62,8 @@ def _compose_remote(
         body = rs.workload_release(name, namespace, key, chart, target=target, values=values)
         outcome.compose(key, body, ready=is_ready(observed.get(key)))
 
-    def obj(key: str, manifest: JSON, readiness: object = None) -> None:
-        body = rs.workload_object(name, namespace, key, manifest, readiness)  # type: ignore[arg-type]
+    def obj(key: str, manifest: JSON, readiness: kobj.Readiness | None = None) -> None:
+        body = rs.workload_object(name, namespace, key, manifest, readiness)
         outcome.compose(key, body, ready=is_ready(observed.get(key)))
 
     for crd in rs.inference_extension_crds():
