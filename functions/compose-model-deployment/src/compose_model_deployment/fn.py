@@ -23,7 +23,7 @@ from modelplane_common.function import (
 from modelplane_common.observed import held, is_ready
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
-from compose_model_deployment import names, scheduler
+from compose_model_deployment import names, scheduler, wire
 from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
 
 API_VERSION = "modelplane.ai/v1alpha1"
@@ -168,8 +168,12 @@ def compose(request: Request) -> Outcome:
     spec = request.spec
     outcome = Outcome(requirements=requirements(spec))
     wanted = spec.get("replicas", 1) if isinstance(spec.get("replicas"), int) else 1
-    fleet_clusters = request.required(CLUSTERS)
-    fleet_replicas = request.required(ALL_REPLICAS)
+    # Read straight from protobuf: decoding the whole fleet into dicts would cost more than
+    # the schedule itself (see wire.py).
+    fleet_clusters = wire.clusters(request.proto, CLUSTERS)
+    fleet_replicas = wire.replicas(
+        request.proto, ALL_REPLICAS, request.namespace or "", request.name
+    )
     if fleet_clusters is None or fleet_replicas is None:
         # First pass of a reconcile: Crossplane fetches the requirements and calls again,
         # applying only that final response. Keep what exists; decide nothing yet.

@@ -1,0 +1,118 @@
+"""Reading the fleet-scale required resources straight from protobuf.
+
+``Request.required`` turns every object into a dict with ``json_format``; for a fleet (hundreds
+of clusters, thousands of replicas with their pod templates) that decode alone costs more than
+the whole schedule. The scheduler needs little of it: a cluster's metadata and status, and of
+other deployments' replicas only identity, pins and sizes. So this module converts Struct
+values directly, skips what is never read, and fully decodes only our own replicas (which may
+be re-emitted verbatim).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf import struct_pb2
+
+from compose_model_deployment import names
+
+_EXACT_INT_LIMIT = 2**53
+
+
+def plain(value: struct_pb2.Value) -> Any:
+    """A Value as plain Python, whole numbers as ``int`` (like ``modelplane_common.plain``)."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {k: plain(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [plain(v) for v in value.list_value.values]
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() and abs(number) < _EXACT_INT_LIMIT else number
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
+def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return {k: plain(v) for k, v in struct.fields.items()}
+
+
+def _field(struct: struct_pb2.Struct, name: str) -> Any:
+    value = struct.fields.get(name)
+    return plain(value) if value is not None else None
+
+
+def _items(request: fnv1.RunFunctionRequest, key: str) -> list[struct_pb2.Struct] | None:
+    if key not in request.required_resources:
+        return None  # not resolved yet, never "nothing exists"
+    return [item.resource for item in request.required_resources[key].items]
+
+
+def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]] | None:
+    """InferenceClusters as {metadata, status}: their spec is never read."""
+    items = _items(request, key)
+    if items is None:
+        return None
+    return [
+        {"metadata": _field(item, "metadata") or {}, "status": _field(item, "status") or {}}
+        for item in items
+    ]
+
+
+def _member_summary(member: Any) -> Any:
+    if member.WhichOneof("kind") != "struct_value":
+        return None
+    fields = member.struct_value.fields
+    out = {k: plain(fields[k]) for k in ("role", "nodePoolName", "worker") if k in fields}
+    requests = fields.get("deviceRequests")
+    # Only whether the member claims matters for charging; the requests themselves never do.
+    if requests is not None and requests.WhichOneof("kind") == "list_value":
+        out["deviceRequests"] = [True] * len(requests.list_value.values)
+    return out
+
+
+def _engine_summary(engine: Any) -> Any:
+    if engine.WhichOneof("kind") != "struct_value":
+        return None
+    fields = engine.struct_value.fields
+    out = {k: plain(fields[k]) for k in ("name", "copies") if k in fields}
+    members = fields.get("members")
+    if members is not None and members.WhichOneof("kind") == "list_value":
+        out["members"] = [_member_summary(m) for m in members.list_value.values]
+    return out
+
+
+def replicas(
+    request: fnv1.RunFunctionRequest, key: str, namespace: str, deployment: str
+) -> list[dict[str, Any]] | None:
+    """Every ModelReplica: ours in full, others reduced to what the capacity ledger reads."""
+    items = _items(request, key)
+    if items is None:
+        return None
+    out = []
+    for item in items:
+        metadata = _field(item, "metadata") or {}
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        ours = (
+            isinstance(labels, dict)
+            and metadata.get("namespace") == namespace
+            and labels.get(names.DEPLOYMENT_LABEL) == deployment
+        )
+        if ours:
+            out.append(_struct(item))
+            continue
+        spec: dict[str, Any] = {}
+        spec_value = item.fields.get("spec")
+        if spec_value is not None and spec_value.WhichOneof("kind") == "struct_value":
+            spec_fields = spec_value.struct_value.fields
+            if "clusterName" in spec_fields:
+                spec["clusterName"] = plain(spec_fields["clusterName"])
+            engines = spec_fields.get("engines")
+            if engines is not None and engines.WhichOneof("kind") == "list_value":
+                spec["engines"] = [_engine_summary(e) for e in engines.list_value.values]
+        out.append({"metadata": metadata, "spec": spec})
+    return out
