@@ -1,17 +1,22 @@
 """The repository hangs together: every function is packaged, listed and used."""
 
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "pyproject.toml").exists())
+FUNCTIONS = sorted(
+    p.name for p in (ROOT / "functions").iterdir() if (p / "pyproject.toml").exists()
+)
 
 
 def _compositions() -> list[dict]:
     docs = []
     for path in sorted((ROOT / "apis").rglob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "Composition"]
+        docs += [
+            d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "Composition"
+        ]
     return docs
 
 
@@ -32,12 +37,14 @@ def test_every_composition_step_names_a_function_in_the_repo():
 
 def test_every_function_with_code_is_used_by_a_composition():
     used = {s["functionRef"]["name"] for c in _compositions() for s in c["spec"]["pipeline"]}
-    written = [f for f in FUNCTIONS if (ROOT / "functions" / f / "src" / f.replace("-", "_") / "fn.py").exists()]
+    written = [
+        f
+        for f in FUNCTIONS
+        if (ROOT / "functions" / f / "src" / f.replace("-", "_") / "fn.py").exists()
+    ]
     assert sorted(set(written) - used) == []
 
 
 def test_every_function_module_name_is_unique_and_importable_by_entry_point():
-    from importlib.metadata import entry_points
-
     names = {ep.name for ep in entry_points(group="modelplane.functions")}
     assert names == set(FUNCTIONS)

@@ -124,7 +124,12 @@ def _sources(crds_dir: Path) -> Iterator[tuple[str, str, str, dict[str, Any], st
         if not entry:
             continue
         relative, wanted = entry.split()
-        path = crds_dir / relative
+        # "repo:" marks a CRD the repository carries itself (one upstream has not vendored).
+        path = (
+            repo.root() / relative.removeprefix("repo:")
+            if relative.startswith("repo:")
+            else crds_dir / relative
+        )
         if not path.is_file():
             raise GenerateError(f"{listing}: {relative}: no such CRD under {crds_dir}")
         crd = yaml.safe_load(path.read_text())
@@ -133,7 +138,12 @@ def _sources(crds_dir: Path) -> Iterator[tuple[str, str, str, dict[str, Any], st
         if wanted not in versions:
             raise GenerateError(f"{listing}: {relative} has no version {wanted}")
         schema = _crd_schema(group, wanted, kind, versions[wanted]["schema"]["openAPIV3Schema"])
-        yield group, wanted, kind, schema, f"shared/crds/{relative}"
+        label = (
+            relative.removeprefix("repo:")
+            if relative.startswith("repo:")
+            else f"shared/crds/{relative}"
+        )
+        yield group, wanted, kind, schema, label
 
 
 def _generate_module(kind: str, schema: dict[str, Any], source: str) -> str:

@@ -12,6 +12,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.render import render
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
+from modelplane_schemas.generated.gateway_networking_k8s_io.v1.backendtlspolicy import (
+    BackendTLSPolicy,
+)
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelendpoint import ModelEndpoint
 
 NS = "ml-team"
@@ -83,7 +86,8 @@ def check_core(body: dict, name: str = "generated-name") -> None:
 
 
 def check_backend_tls_policy(body: dict) -> None:
-    """No CRD for BackendTLSPolicy is vendored: check the Gateway API v1 shape by hand."""
+    """Validate against the repository's BackendTLSPolicy model, plus Modelplane's choices."""
+    BackendTLSPolicy.model_validate(body)
     assert body["apiVersion"] == "gateway.networking.k8s.io/v1"
     assert body["kind"] == "BackendTLSPolicy"
     assert set(body) == {"apiVersion", "kind", "metadata", "spec"}
