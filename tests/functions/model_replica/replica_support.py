@@ -78,6 +78,7 @@ def request(
 def summarize(rsp: fnv1.RunFunctionResponse) -> JSON:
     """The parts of a response a golden file records."""
     return {
+        "composite_ready": _READY[rsp.desired.composite.ready],
         "resources": {
             key: {"ready": _READY[r.ready], "object": to_plain(r.resource)}
             for key, r in sorted(rsp.desired.resources.items())

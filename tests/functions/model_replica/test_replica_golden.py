@@ -104,6 +104,8 @@ def test_first_call_asks_for_the_pinned_cluster_and_composes_nothing(stub, case)
     }
     summary = summarize(rsp)
     assert summary["resources"] == {}
+    # Crossplane would call an XR with nothing composed Ready; nothing runs yet.
+    assert summary["composite_ready"] == "False"
     assert [(c["type"], c["reason"]) for c in summary["conditions"]] == [
         ("ModelAccepted", "WaitingForCluster"),
         ("ModelReady", "WaitingForModel"),

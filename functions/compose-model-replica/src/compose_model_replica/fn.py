@@ -45,6 +45,9 @@ def _hold(outcome: Outcome, request: Request, why: str) -> None:
     if request.observed:
         kept = len(request.observed)
         outcome.event("Warning", f"{why}; keeping {kept} composed object(s) unchanged", "Holding")
+    else:
+        # Crossplane calls an XR without composed resources Ready; nothing runs yet, so say so.
+        outcome.composite_ready = False
 
 
 def _waiting(outcome: Outcome, request: Request, reason: str, message: str) -> Outcome:
