@@ -200,3 +200,27 @@ def test_provider_config_rename_moves_every_object_to_the_new_config(stub):
     summary = _compose(stub, xr, clusters=[ready_cluster(provider_config="renamed-pc-12345")])
     refs = {r["object"]["spec"]["providerConfigRef"]["name"] for r in summary["resources"].values()}
     assert refs == {"renamed-pc-12345"}
+
+
+def test_a_replica_that_bypassed_admission_is_reported_by_field_not_crashed(stub):
+    xr, _, observed = _composed_and_observed(stub)
+    split = copy.deepcopy(xr)
+    split["spec"]["engines"][0]["members"][1]["nodePoolName"] = "h200"
+    summary = _compose(stub, split, observed=observed)
+    _assert_held(summary, observed)
+    assert _conditions(summary)["ModelAccepted"] == (
+        "False",
+        "InvalidSpec",
+        "invalid ModelReplica: spec.engines[0].members: all members of an engine must be "
+        "pinned to the same node pool",
+    )
+    pd = example("prefill-decode")
+    pd["spec"]["engines"][1]["phase"] = "Prefill"
+    summary = _compose(stub, pd)
+    assert summary["resources"] == {}
+    assert summary["composite_ready"] == "False"
+    assert (
+        "PrefillDecode serving requires exactly two engines"
+        in _conditions(summary)["ModelAccepted"][2]
+    )
+    assert not [r for r in summary["results"] if r["severity"] == "FATAL"]

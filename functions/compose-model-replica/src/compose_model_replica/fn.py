@@ -24,7 +24,7 @@ from modelplane_common.observed import held
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
 from compose_model_replica import status
-from compose_model_replica.plan import plan_replica, wrap
+from compose_model_replica.plan import plan_replica, shape_problems, wrap
 
 CLUSTER_REQUIREMENT = "cluster"
 CLUSTER_API_VERSION = "modelplane.ai/v1alpha1"
@@ -58,6 +58,15 @@ def _waiting(outcome: Outcome, request: Request, reason: str, message: str) -> O
     return outcome
 
 
+def _invalid(outcome: Outcome, request: Request, problems: str) -> Outcome:
+    message = f"invalid ModelReplica: {problems}"
+    _hold(outcome, request, message)
+    outcome.condition(status.ACCEPTED, False, "InvalidSpec", message)
+    outcome.condition(status.READY, False, "WaitingForModel", message)
+    outcome.event("Warning", message, "InvalidSpec")
+    return outcome
+
+
 def compose_replica(request: Request) -> Outcome:
     """The outcome for one observed ModelReplica."""
     outcome = Outcome()
@@ -70,12 +79,10 @@ def compose_replica(request: Request) -> Outcome:
         # Only spec is the replica's contract; status and metadata belong to Crossplane.
         replica = ModelReplica.model_validate({"spec": request.spec})
     except pydantic.ValidationError as err:
-        message = f"invalid ModelReplica: {validation_summary(err)}"
-        _hold(outcome, request, message)
-        outcome.condition(status.ACCEPTED, False, "InvalidSpec", message)
-        outcome.condition(status.READY, False, "WaitingForModel", message)
-        outcome.event("Warning", message, "InvalidSpec")
-        return outcome
+        return _invalid(outcome, request, validation_summary(err))
+    problems = shape_problems(replica)
+    if problems:
+        return _invalid(outcome, request, "; ".join(problems))
     cluster_name = replica.spec.clusterName
 
     clusters = request.required(CLUSTER_REQUIREMENT)

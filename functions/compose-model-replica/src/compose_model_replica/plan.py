@@ -52,6 +52,37 @@ def serving_mode(replica: ModelReplica) -> str:
     return replica.spec.serving.mode if replica.spec.serving is not None else "Unified"
 
 
+def shape_problems(replica: ModelReplica) -> list[str]:
+    """The XRD's CEL rules the planner relies on, re-checked so a replica that bypassed
+    admission is reported by field instead of failing half-way through planning."""
+    problems: list[str] = []
+    engines = replica.spec.engines
+    for index, engine in enumerate(engines):
+        roles = sorted(m.role or "Standalone" for m in engine.members)
+        if roles not in (["Standalone"], ["Leader", "Worker"]):
+            problems.append(
+                f"spec.engines[{index}].members: an engine must be either a single Standalone "
+                "member or one Leader and one Worker member"
+            )
+        if len({m.nodePoolName for m in engine.members}) > 1:
+            problems.append(
+                f"spec.engines[{index}].members: all members of an engine must be pinned to the "
+                "same node pool"
+            )
+    phases = sorted(e.phase for e in engines if e.phase is not None)
+    if serving_mode(replica) == "PrefillDecode":
+        if len(engines) != 2 or phases != ["Decode", "Prefill"]:
+            problems.append(
+                "spec.engines: PrefillDecode serving requires exactly two engines "
+                "(one Prefill, one Decode)"
+            )
+    elif phases:
+        problems.append(
+            "spec.engines: engine phase may only be set when serving.mode is PrefillDecode"
+        )
+    return problems
+
+
 def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
     """All remote manifests of replica ``namespace/name``."""
     spec = replica.spec
