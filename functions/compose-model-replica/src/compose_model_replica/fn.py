@@ -23,7 +23,7 @@ from modelplane_common.function import (
 from modelplane_common.observed import held
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
-from compose_model_replica import status
+from compose_model_replica import names, status
 from compose_model_replica.plan import plan_replica, shape_problems, wrap
 
 CLUSTER_REQUIREMENT = "cluster"
@@ -40,8 +40,8 @@ def _provider_config(cluster: Mapping[str, Any]) -> str:
 def _hold(outcome: Outcome, request: Request, why: str) -> None:
     """Keep every observed composed resource exactly as it is (IC-3, platform C4)."""
     for key, obj in request.observed.items():
-        workload = key.startswith("model-serving-")
-        outcome.compose(key, held(obj), ready=status.composed_ready(obj, workload))
+        ready = status.composed_ready(obj, names.is_workload_key(key))
+        outcome.compose(key, held(obj), ready=ready)
     if request.observed:
         kept = len(request.observed)
         outcome.event("Warning", f"{why}; keeping {kept} composed object(s) unchanged", "Holding")

@@ -28,8 +28,16 @@ PICKER_KEYS = (
 )
 
 
+_WORKLOAD_KEY_PREFIX = "model-serving-"
+
+
 def workload_key(engine: str) -> str:
-    return f"model-serving-{engine}"
+    return f"{_WORKLOAD_KEY_PREFIX}{engine}"
+
+
+def is_workload_key(key: str) -> bool:
+    """Whether a desired-resource key is an engine workload (the only keys gating readiness)."""
+    return key.startswith(_WORKLOAD_KEY_PREFIX)
 
 
 def claim_key(engine: str, role: str) -> str:
