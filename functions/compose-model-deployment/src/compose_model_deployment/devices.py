@@ -75,6 +75,9 @@ def _count(value: Any) -> int:
 
 
 _pools: dict[str, Pool] = {}
+# Entries shared between requests (wire.py decodes each distinct entry once) are recognised by
+# identity without even a repr.
+_pools_by_identity: dict[int, tuple[Any, Pool]] = {}
 
 
 def parse_pool(raw: Any) -> Pool:
@@ -83,13 +86,19 @@ def parse_pool(raw: Any) -> Pool:
     A fleet republishes the same pools on every reconcile, so parsed pools are cached by the
     entry's text (``repr`` is C-fast; equal text means equal content).
     """
+    seen = _pools_by_identity.get(id(raw))
+    if seen is not None and seen[0] is raw:
+        return seen[1]
     key = repr(raw)
     cached = _pools.get(key)
     if cached is None:
         cached = _parse_pool(raw, key)
         if len(_pools) >= _MAX_CACHE:
             _pools.clear()
+            _pools_by_identity.clear()
         _pools[key] = cached
+    # Holding ``raw`` keeps its id from being reused, so an identity hit is always genuine.
+    _pools_by_identity[id(raw)] = (raw, cached)
     return cached
 
 

@@ -52,15 +52,54 @@ def _items(request: fnv1.RunFunctionRequest, key: str) -> list[struct_pb2.Struct
     return [item.resource for item in request.required_resources[key].items]
 
 
+_MAX_CACHE = 100_000
+_pool_entries: dict[bytes, Any] = {}
+
+
+def _pool_entry(value: struct_pb2.Value) -> Any:
+    """A ``gpuPools[]`` entry, decoded once per distinct content and shared afterwards.
+
+    A fleet publishes few distinct pools, and sharing the decoded entry lets
+    ``devices.parse_pool`` recognise it without looking inside.
+    """
+    key = value.SerializeToString(deterministic=True)
+    entry = _pool_entries.get(key)
+    if entry is None:
+        if len(_pool_entries) >= _MAX_CACHE:
+            _pool_entries.clear()
+        entry = _pool_entries[key] = plain(value)
+    return entry
+
+
+def _status(struct: struct_pb2.Struct) -> dict[str, Any]:
+    out = {}
+    for name, value in struct.fields.items():
+        if name == "gpuPools" and value.WhichOneof("kind") == "list_value":
+            out[name] = [_pool_entry(v) for v in value.list_value.values]
+        else:
+            out[name] = plain(value)
+    return out
+
+
 def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]] | None:
     """InferenceClusters as {metadata, status}: their spec is never read."""
     items = _items(request, key)
     if items is None:
         return None
-    return [
-        {"metadata": _field(item, "metadata") or {}, "status": _field(item, "status") or {}}
-        for item in items
-    ]
+    out = []
+    for item in items:
+        status = item.fields.get("status")
+        out.append(
+            {
+                "metadata": _field(item, "metadata") or {},
+                "status": _status(status.struct_value)
+                if status is not None and status.WhichOneof("kind") == "struct_value"
+                else plain(status)
+                if status is not None
+                else {},
+            }
+        )
+    return out
 
 
 def _member_summary(member: Any) -> Any:
