@@ -11,9 +11,11 @@ _HASH_LENGTH = 5
 def child_name(*parts: str) -> str:
     """Join parts with '-', cut to 57 characters and always append a 5-hex hash of the whole.
 
-    The result is at most 63 characters, so it is a valid DNS label whenever the parts are.
+    The result is at most 63 characters, so it is a valid DNS label whenever the parts are, and
+    a valid DNS subdomain whenever they are subdomains: the cut may land just after a '.', which
+    is stripped like a '-' (a '.-' pair is never valid).
     """
     full = "-".join(parts)
     digest = hashlib.sha256(full.encode()).hexdigest()[:_HASH_LENGTH]
-    prefix = full[: MAX_NAME_LENGTH - _HASH_LENGTH - 1].rstrip("-")
+    prefix = full[: MAX_NAME_LENGTH - _HASH_LENGTH - 1].rstrip("-.")
     return f"{prefix}-{digest}"
