@@ -10,7 +10,7 @@ import copy
 
 import pytest
 from modelplane import validation
-from replica_support import EXAMPLES, load_docs
+from replica_support import EXAMPLES, ROOT, load_docs
 
 
 def _replica(case: str = "standalone") -> dict:
@@ -148,3 +148,15 @@ def test_defaults_fill_role_copies_count_and_mode():
     assert engine["members"][0]["deviceRequests"][0]["count"] == 1
     assert stored["spec"]["serving"] == {"mode": "Unified"}
     assert "worker" not in engine["members"][0]
+
+
+def test_definition_and_composition_pass_the_api_server_checks():
+    for name in ("definition.yaml", "composition.yaml"):
+        (doc,) = load_docs(ROOT / "apis" / "modelreplicas" / name)
+        assert [str(p) for p in validation.validate_object(doc)] == [], name
+    (definition,) = load_docs(ROOT / "apis" / "modelreplicas" / "definition.yaml")
+    (version,) = definition["spec"]["versions"]
+    assert definition["spec"]["names"]["shortNames"] == ["mr"]
+    assert version["additionalPrinterColumns"] == [
+        {"name": "CLUSTER", "type": "string", "jsonPath": ".spec.clusterName"}
+    ]
