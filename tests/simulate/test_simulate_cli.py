@@ -131,7 +131,7 @@ def widget(items: list[str]) -> dict:
     }
 
 
-def test_inference_class_example_converges():
+def test_quickstart_example_converges():
     result = simulate(str(REPO / "examples" / "quickstart"))
     assert result.exit_code == 0, result.output
     assert "converged after" in result.stderr
