@@ -57,6 +57,10 @@ def test_all_workloads_available_makes_the_replica_serving(stub):
         first["resources"], "True"
     )
     assert not [r for r in summary["results"] if r.get("reason") == "Composing"]
+    # Stable across reconciles: observing the objects changes none of them.
+    assert {k: r["object"] for k, r in summary["resources"].items()} == {
+        k: r["object"] for k, r in first["resources"].items()
+    }
 
 
 def test_a_starting_workload_lifts_the_remote_deployment_conditions(stub):
