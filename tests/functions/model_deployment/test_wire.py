@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import md_fleet as f
-from compose_model_deployment import scheduler, wire
+from compose_model_deployment import devices, scheduler, wire
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from modelplane_common.plain import to_plain, to_struct
@@ -64,3 +64,20 @@ def test_clusters_keep_metadata_and_status():
     cluster["spec"] = {"cluster": {"source": "Existing"}}
     (read,) = wire.clusters(_request({"clusters": [cluster]}), "clusters")
     assert read == {"metadata": cluster["metadata"], "status": cluster["status"]}
+
+
+def test_identical_pool_entries_are_decoded_once_and_shared():
+    fleet = [f.cluster("a", f.pool("p", 3)), f.cluster("b", f.pool("p", 3), f.pool("q", 1))]
+    a, b = wire.clusters(_request({"clusters": fleet}), "clusters")
+    assert a["status"]["gpuPools"][0] is b["status"]["gpuPools"][0]
+    assert a["status"]["gpuPools"][0] == fleet[0]["status"]["gpuPools"][0]
+    assert b["status"]["gpuPools"][1]["nodes"] == 1
+    pool = devices.parse_pool(a["status"]["gpuPools"][0])
+    assert devices.parse_pool(b["status"]["gpuPools"][0]) is pool
+
+
+def test_plain_pool_dicts_are_never_trusted_by_identity():
+    entry = f.pool("p", 3)
+    assert devices.parse_pool(entry).nodes == 3
+    entry["nodes"] = 1
+    assert devices.parse_pool(entry).nodes == 1

@@ -75,9 +75,12 @@ def _count(value: Any) -> int:
 
 
 _pools: dict[str, Pool] = {}
-# Entries shared between requests (wire.py decodes each distinct entry once) are recognised by
-# identity without even a repr.
 _pools_by_identity: dict[int, tuple[Any, Pool]] = {}
+
+
+class SharedPoolEntry(dict):
+    """A decoded ``gpuPools[]`` entry shared between requests and never modified (wire.py
+    decodes each distinct entry once), so it is recognised by identity, without a repr."""
 
 
 def parse_pool(raw: Any) -> Pool:
@@ -86,9 +89,10 @@ def parse_pool(raw: Any) -> Pool:
     A fleet republishes the same pools on every reconcile, so parsed pools are cached by the
     entry's text (``repr`` is C-fast; equal text means equal content).
     """
-    seen = _pools_by_identity.get(id(raw))
-    if seen is not None and seen[0] is raw:
-        return seen[1]
+    if isinstance(raw, SharedPoolEntry):
+        seen = _pools_by_identity.get(id(raw))
+        if seen is not None and seen[0] is raw:
+            return seen[1]
     key = repr(raw)
     cached = _pools.get(key)
     if cached is None:
@@ -97,8 +101,9 @@ def parse_pool(raw: Any) -> Pool:
             _pools.clear()
             _pools_by_identity.clear()
         _pools[key] = cached
-    # Holding ``raw`` keeps its id from being reused, so an identity hit is always genuine.
-    _pools_by_identity[id(raw)] = (raw, cached)
+    if isinstance(raw, SharedPoolEntry):
+        # Holding ``raw`` keeps its id from being reused, so an identity hit is genuine.
+        _pools_by_identity[id(raw)] = (raw, cached)
     return cached
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 
-from compose_model_deployment import names
+from compose_model_deployment import devices, names
 
 _EXACT_INT_LIMIT = 2**53
 
@@ -67,7 +67,9 @@ def _pool_entry(value: struct_pb2.Value) -> Any:
     if entry is None:
         if len(_pool_entries) >= _MAX_CACHE:
             _pool_entries.clear()
-        entry = _pool_entries[key] = plain(value)
+        decoded = plain(value)
+        entry = devices.SharedPoolEntry(decoded) if isinstance(decoded, dict) else decoded
+        _pool_entries[key] = entry
     return entry
 
 
