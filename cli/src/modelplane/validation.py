@@ -29,7 +29,7 @@ from modelplane import celrules, openapi, repo, xrd
 from modelplane.openapi import join
 
 JSON = dict[str, Any]
-KUBERNETES_VERSION = "1.33"
+KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
 GENERATED = "modelplane_schemas.generated"
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
