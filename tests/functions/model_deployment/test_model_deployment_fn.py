@@ -190,6 +190,53 @@ def test_s6_degraded_cluster_keeps_the_replica_but_withdraws_the_endpoint():
     assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 0}}
 
 
+def test_ready_replica_on_a_cluster_turned_not_ready_is_withheld_and_the_condition_says_why():
+    """§4.3: a degraded cluster (not Ready, though it still has its gateway address and the
+    replica still reports Ready) keeps the replica but gets no traffic, and it does not count
+    as ready."""
+    deployment = f.spec(replicas=2)
+    name_b0 = replica_name("m", "b", 0)
+    observed = {
+        "replica-a-0": observe(f.replica(deployment, "a", 0), ready_status()),
+        "replica-b-0": observe(f.replica(deployment, "b", 0), ready_status()),
+        "endpoint-a-0": observe(
+            {
+                "apiVersion": "modelplane.ai/v1alpha1",
+                "kind": "ModelEndpoint",
+                "metadata": {"name": NAME_A0, "namespace": f.NAMESPACE},
+                "spec": {"url": "http://x/v1"},
+            },
+            ready_status(),
+        ),
+        "endpoint-b-0": observe(
+            {
+                "apiVersion": "modelplane.ai/v1alpha1",
+                "kind": "ModelEndpoint",
+                "metadata": {"name": name_b0, "namespace": f.NAMESPACE},
+                "spec": {"url": "http://y/v1"},
+            },
+            ready_status(),
+        ),
+    }
+    rsp = call(
+        deployment,
+        clusters=[f.cluster("a", ready=False, gateway="203.0.113.7"), f.cluster("b")],
+        replicas=[
+            f.replica(deployment, "a", 0, ready=True),
+            f.replica(deployment, "b", 0, ready=True),
+        ],
+        observed=observed,
+    )
+    assert set(desired_resources(rsp)) == {"replica-a-0", "replica-b-0", "endpoint-b-0"}
+    assert desired_status(rsp) == {"replicas": {"total": 2, "ready": 1}}
+    assert conditions(rsp)["ReplicasReady"] == (
+        "False",
+        "ModelStarting",
+        "1 of 2 ready; withheld from traffic: a (not Ready)",
+    )
+    assert rsp.desired.composite.ready == 2  # READY_FALSE
+
+
 def test_s7_replica_on_a_deleted_cluster_moves():
     deployment = f.spec()
     observed = {"replica-a-0": observe(f.replica(deployment, "a", 0), ready_status())}

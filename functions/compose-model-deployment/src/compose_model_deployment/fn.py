@@ -2,9 +2,10 @@
 
 Reads two required-resource sets (``clusters``, ``all-replicas``), runs the scheduler, and
 composes one ModelReplica per placed replica plus one ModelEndpoint per replica that is Ready
-on a cluster with a gateway address. Whenever the schedule cannot be computed (requirements not
-resolved yet, an invalid selector, a spec the schema would reject) the observed replicas and
-endpoints are re-emitted unchanged: leaving them out would delete serving replicas.
+on a cluster that can serve (Ready, with a gateway address). Whenever the schedule cannot be
+computed (requirements not resolved yet, an invalid selector, a spec the schema would reject)
+the observed replicas and endpoints are re-emitted unchanged: leaving them out would delete
+serving replicas.
 """
 
 from __future__ import annotations
@@ -130,14 +131,37 @@ def _hold(request: Request, outcome: Outcome, wanted: int, reason: str, message:
     return outcome
 
 
-def _readiness(outcome: Outcome, placed: int, ready: int, wanted: int) -> None:
-    """``ReplicasReady`` is judged against spec.replicas, not against what was placed (D6)."""
+def _readiness(
+    outcome: Outcome,
+    placed: int,
+    ready: int,
+    wanted: int,
+    degraded: Mapping[str, str] | None = None,
+) -> None:
+    """``ReplicasReady`` is judged against spec.replicas, not against what was placed (D6).
+
+    ``degraded`` (cluster -> why it cannot serve) names the clusters whose replicas are kept
+    but withheld from traffic, so the message says why they do not count.
+    """
     if placed == 0:
         outcome.condition(READY, False, "NoReplicasScheduled")
     elif ready >= wanted:
         outcome.condition(READY, True, "AllReplicasReady", f"{ready} of {wanted} ready")
     else:
-        outcome.condition(READY, False, "ModelStarting", f"{ready} of {wanted} ready")
+        message = f"{ready} of {wanted} ready"
+        if degraded:
+            where = ", ".join(f"{name} ({why})" for name, why in sorted(degraded.items()))
+            message += f"; withheld from traffic: {where}"
+        outcome.condition(READY, False, "ModelStarting", message)
+
+
+def _cannot_serve(cluster: Cluster) -> str | None:
+    """Why a cluster's kept replicas must not get traffic (spec §4.3 degraded cluster), or None."""
+    if not cluster.ready:
+        return "not Ready"
+    if not cluster.gateway:
+        return "no gateway address"
+    return None
 
 
 def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.ObservedReplica]:
@@ -210,6 +234,7 @@ def _outcome(
     placed = len(result.placements)
     ready = 0
     observed_any = False
+    degraded: dict[str, str] = {}
     for placement in result.placements:
         key = names.replica_key(placement.cluster, placement.index)
         observed = request.observed.get(key)
@@ -221,10 +246,17 @@ def _outcome(
         else:
             body = replica_manifest(deployment, placement)
         replica_ready = observed is not None and is_ready(observed)
-        ready += replica_ready
         outcome.compose(key, body, ready=replica_ready)
-        address = by_name[placement.cluster].gateway
-        if address and replica_ready:
+        cluster = by_name[placement.cluster]
+        why = _cannot_serve(cluster)
+        if why is not None:
+            # Kept where it is (retention ignores readiness), but no traffic goes there and it
+            # does not count as ready: its Ready only says its workload once applied.
+            degraded[cluster.name] = why
+            continue
+        ready += replica_ready
+        address = cluster.gateway
+        if replica_ready:
             endpoint = names.endpoint_key(placement.cluster, placement.index)
             outcome.compose(
                 endpoint,
@@ -256,7 +288,7 @@ def _outcome(
             f"Scheduled {placed} replicas across {len(where)} clusters: {', '.join(where)}",
             reason="Scheduled",
         )
-    _readiness(outcome, placed, ready, wanted)
+    _readiness(outcome, placed, ready, wanted, degraded)
     if placed == 0 or ready < wanted:
         # With nothing composed Crossplane would call the deployment trivially ready.
         outcome.composite_ready = False
