@@ -40,11 +40,18 @@ JSON = dict[str, Any]
 
 @dataclasses.dataclass
 class Simulated:
-    """A converged example: a snapshot of its objects, and the live plane for scenarios."""
+    """A converged example: a snapshot of its objects, and its plane to fork scenarios from."""
 
     plane: ControlPlane
     outcome: Convergence
     objects: list[JSON]
+
+    def fork(self) -> ControlPlane:
+        """An independent copy of the converged plane for a scenario; it shares the function
+        host, so scenarios neither disturb each other nor pay for converging again."""
+        plane = self.plane
+        shared = (plane.runner, plane.catalog, plane.validator, plane.progress)
+        return copy.deepcopy(plane, memo={id(thing): thing for thing in shared})
 
     def all(self, kind: str, namespace: str | None = None) -> list[JSON]:
         return [
@@ -215,21 +222,19 @@ def test_quickstart_places_two_replicas_on_the_one_cluster_and_serves_them(simul
 
 
 def test_quickstart_third_replica_does_not_fit_and_says_why(simulated):
-    """The README's "ask for replicas: 3" step; runs on the quickstart plane after the others."""
-    run = simulated("quickstart")
-    plane = run.plane
-    key = plane.key("ModelDeployment", "qwen3-8b", "ml-team")
-    plane.patch(key, {"spec": {"replicas": 3}})
-    try:
-        assert plane.run(max_rounds=30).converged
-        deployment = plane.find("ModelDeployment", "qwen3-8b", "ml-team")
-        scheduled = condition(deployment, "ReplicasScheduled")
-        assert (scheduled["status"], scheduled["reason"]) == ("False", "InsufficientCapacity")
-        assert scheduled["message"].startswith("2 of 3 replicas scheduled")
-        assert "insufficient free nodes" in scheduled["message"]
-        assert len(plane.list(kind="ModelReplica")) == 2  # the serving ones stay
-    finally:
-        plane.patch(key, {"spec": {"replicas": 2}})
+    """The README's "ask for replicas: 3" step."""
+    plane = simulated("quickstart").fork()
+    plane.patch(plane.key("ModelDeployment", "qwen3-8b", "ml-team"), {"spec": {"replicas": 3}})
+    assert plane.run(max_rounds=30).converged
+    deployment = plane.find("ModelDeployment", "qwen3-8b", "ml-team")
+    scheduled = condition(deployment, "ReplicasScheduled")
+    assert (scheduled["status"], scheduled["reason"], scheduled["message"]) == (
+        "False",
+        "InsufficientCapacity",
+        "2 of 3 replicas scheduled; 0/1 clusters available for the rest: "
+        '1 insufficient free nodes (need 1, pool "l4" has 0)',
+    )
+    assert len(plane.list(kind="ModelReplica")) == 2  # the serving ones stay
 
 
 # --- multi-cluster -----------------------------------------------------------------------
@@ -265,7 +270,7 @@ def test_multi_cluster_one_replica_on_a_pool_the_selector_allows(simulated):
 def test_multi_cluster_scales_to_three(simulated):
     """README scale step: 1 -> 3 replicas fills exactly the pools with >= 40Gi GPUs."""
     run = simulated("multi-cluster")
-    plane = run.plane
+    plane = run.fork()
     (first,) = run.all("ModelReplica", "ml-team")
     plane.patch(plane.key("ModelDeployment", "qwen3-32b", "ml-team"), {"spec": {"replicas": 3}})
     assert plane.run(max_rounds=40).converged
@@ -427,8 +432,7 @@ def test_canary_splits_95_5_and_keeps_a_hosted_share(simulated):
 
 
 def test_canary_hosted_provider_takes_all_traffic_when_no_replica_serves(simulated):
-    run = simulated("canary")
-    plane = run.plane
+    plane = simulated("canary").fork()
     down = plane.providers.inject(
         matching(kind="Object", namespace="ml-team", manifest_kind="Deployment"),
         manifest_status={
