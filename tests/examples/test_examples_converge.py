@@ -154,7 +154,11 @@ def test_example_converges_with_everything_ready(example, simulated):
     assert not unready
     # Every provider-managed object is Ready too (remote workloads, releases, cloud resources).
     managed = [o for o in run.objects if condition(o, "Ready") and not _is_modelplane(o)]
-    assert all(condition_status(o, "Ready") == "True" for o in managed)
+    assert [
+        f"{o['kind']}/{o['metadata']['name']}"
+        for o in managed
+        if condition_status(o, "Ready") != "True"
+    ] == []
 
 
 @pytest.mark.parametrize("example", CONVERGING)
