@@ -43,43 +43,62 @@ def test_scale_up_past_capacity_then_down_moves_only_what_it_must(fleet: Control
     remote_before = {
         name: remote_objects(fleet, find(fleet, "ModelReplica", name)) for name in kept
     }
+    east_0 = family(fleet, find(fleet, "ModelReplica", EAST_0)) | family(
+        fleet, find(fleet, "ModelEndpoint", EAST_0)
+    )
+    lab_east_guard = label(replica_usage(fleet, "lab-east"))
 
-    # --- up to 3: the new replica goes to the cluster with none yet (spread first) ----------
-    scale(fleet, 3)
+    # --- up to 4: spread first (lab-west had none), then pack (lab-east's second node) -------
+    scale(fleet, 4)
     for _ in range(10):
         fleet.round()
-        if WEST_0 in replicas(fleet, QWEN):
+        if len(replicas(fleet, QWEN)) == 4:
             break
-    # Created but not serving yet: no endpoint, so the service keeps routing to the two.
-    assert replicas(fleet, QWEN) == {GKE_0: "gke-us", EAST_0: "lab-east", WEST_0: "lab-west"}
-    assert WEST_0 not in endpoints(fleet, QWEN)
-    assert routed(fleet, "chat") == {GKE_0: 9, EAST_0: 9, "hosted-llama": 2}
-
-    converge(fleet)
-    qwen = find(fleet, "ModelDeployment", QWEN)
-    assert qwen["status"]["replicas"] == {"total": 3, "ready": 3}
-    assert conditions(qwen)["ReplicasScheduled"] == (
-        "True",
-        "ReplicasCreated",
-        "Scheduled 3 of 3 replicas",
-    )
-    assert conditions(qwen)["ReplicasReady"] == ("True", "AllReplicasReady", "3 of 3 ready")
-    assert set(endpoints(fleet, QWEN)) == {GKE_0, EAST_0, WEST_0}
-    assert routed(fleet, "chat") == {GKE_0: 3, EAST_0: 3, WEST_0: 3, "hosted-llama": 1}
-    assert {c for c, _, _ in remote_objects(fleet, find(fleet, "ModelReplica", WEST_0))} == {
-        "lab-west"
-    }
-    assert replica_usage(fleet, "lab-west") is not None
-
-    # --- up to 5: one more fits (lab-east's second node), the fifth does not ---------------
-    scale(fleet, 5)
-    converge(fleet)
     assert replicas(fleet, QWEN) == {
         GKE_0: "gke-us",
         EAST_0: "lab-east",
         EAST_1: "lab-east",
         WEST_0: "lab-west",
     }
+    # Created but not serving yet: no endpoints, the service keeps routing to the two.
+    assert set(endpoints(fleet, QWEN)) == {GKE_0, EAST_0}
+    assert routed(fleet, "chat") == {GKE_0: 9, EAST_0: 9, "hosted-llama": 2}
+    qwen = find(fleet, "ModelDeployment", QWEN)
+    assert conditions(qwen)["ReplicasReady"] == ("False", "ModelStarting", "2 of 4 ready")
+
+    converge(fleet)
+    qwen = find(fleet, "ModelDeployment", QWEN)
+    assert qwen["status"]["replicas"] == {"total": 4, "ready": 4}
+    assert conditions(qwen)["ReplicasScheduled"] == (
+        "True",
+        "ReplicasCreated",
+        "Scheduled 4 of 4 replicas",
+    )
+    assert conditions(qwen)["ReplicasReady"] == ("True", "AllReplicasReady", "4 of 4 ready")
+    assert condition_status(qwen, "Ready") == "True"
+    assert set(endpoints(fleet, QWEN)) == {GKE_0, EAST_0, EAST_1, WEST_0}
+    # 90 over four replicas against 10 (routing.md §5.5): 90 = 23 + 23 + 22 + 22, the extra
+    # units going to the endpoints whose names sort first.
+    assert sorted([EAST_0, EAST_1, WEST_0, GKE_0]) == [EAST_0, EAST_1, WEST_0, GKE_0]
+    assert routed(fleet, "chat") == {
+        EAST_0: 23,
+        EAST_1: 23,
+        WEST_0: 22,
+        GKE_0: 22,
+        "hosted-llama": 10,
+    }
+    for name, cluster in (("lab-west", WEST_0), ("lab-east", EAST_1)):
+        placed = remote_objects(fleet, find(fleet, "ModelReplica", cluster))
+        assert {c for c, _, _ in placed} == {name}
+    assert replica_usage(fleet, "lab-west") is not None
+    at_four = {name: uid(find(fleet, "ModelReplica", name)) for name in replicas(fleet, QWEN)}
+
+    # --- up to 5: the fleet is full ----------------------------------------------------------
+    scale(fleet, 5)
+    converge(fleet)
+    assert {name: uid(find(fleet, "ModelReplica", name)) for name in replicas(fleet, QWEN)} == (
+        at_four
+    )
     qwen = find(fleet, "ModelDeployment", QWEN)
     assert qwen["status"]["replicas"] == {"total": 4, "ready": 4}
     status, reason, message = conditions(qwen)["ReplicasScheduled"]
@@ -123,13 +142,10 @@ def test_scale_up_past_capacity_then_down_moves_only_what_it_must(fleet: Control
     assert replica_usage(fleet, "lab-east") is None
     assert replica_usage(fleet, "lab-west") is None
 
-    # Nothing else changed: only Qwen's removed replica (and everything under it), its
-    # deployment's spec and references, the route, and lab-east's deletion guard.
-    after = snapshot(fleet)
-    change = diff(before, after)
-    east_0_family = {k for k in before if k not in after}
-    assert f"ModelReplica/{NAMESPACE}/{EAST_0}" in east_0_family
-    assert f"ModelEndpoint/{NAMESPACE}/{EAST_0}" in east_0_family
+    # Nothing else changed: lab-east's original replica went with everything under it, and
+    # so did lab-east's deletion guard; the replicas added on the way up went again.
+    change = diff(before, snapshot(fleet))
+    assert change.removed == east_0 | {lab_east_guard}
     assert change.added == set()
     assert change.recreated == set()
     unchanged_families = (

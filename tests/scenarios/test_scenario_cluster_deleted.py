@@ -1,0 +1,143 @@
+"""A cluster is deleted (model-deployment.md §4.3 rule 1, S7, §4.7; model-cache.md §9.1).
+
+lab-east runs one Qwen replica. When it goes, that replica is re-placed on the only cluster
+with a free node (lab-west), the cache forgets lab-east, and nothing else moves: the replicas
+on gke-us, the other deployment, the gateway and the other clusters keep their objects.
+
+The simulator deletes at once. On a real control plane the ClusterUsage ``usage-replicas``
+blocks the deletion while replicas run there (platform.md §4.8); the operator drains the
+cluster first by taking it out of the deployments' selectors, which the second test does.
+"""
+
+from __future__ import annotations
+
+from modelplane.controlplane import ControlPlane
+from modelplane.kube import condition_status, lookup
+from scenario_world import (
+    NAMESPACE,
+    conditions,
+    converge,
+    diff,
+    endpoints,
+    family,
+    find,
+    label,
+    remote_objects,
+    replica_name,
+    replica_usage,
+    replicas,
+    routed,
+    snapshot,
+    uid,
+)
+
+QWEN = "qwen3-8b"
+GKE_0 = replica_name(QWEN, "gke-us", 0)
+EAST_0 = replica_name(QWEN, "lab-east", 0)
+WEST_0 = replica_name(QWEN, "lab-west", 0)
+EMBED_GKE = replica_name("embed", "gke-us", 0)
+
+
+def cache_objects_on(plane: ControlPlane, cluster: str) -> set[str]:
+    """The cache's Objects whose remote object lives on ``cluster``."""
+    config = lookup(find(plane, "InferenceCluster", cluster, None), ".status.providerConfigRef")
+    return {
+        label(obj)
+        for obj in plane.composed_by(find(plane, "ModelCache", QWEN))
+        if lookup(obj, ".spec.providerConfigRef.name") == config["name"]
+    }
+
+
+def assert_replica_moved_to_lab_west(plane: ControlPlane, kept_uids: dict[str, str]) -> None:
+    assert replicas(plane, QWEN) == {GKE_0: "gke-us", WEST_0: "lab-west"}
+    assert replicas(plane, "embed") == {EMBED_GKE: "gke-us"}
+    for name, kept in kept_uids.items():
+        assert uid(find(plane, "ModelReplica", name)) == kept
+    assert set(endpoints(plane, QWEN)) == {GKE_0, WEST_0}
+    assert routed(plane, "chat") == {GKE_0: 9, WEST_0: 9, "hosted-llama": 2}
+    assert {c for c, _, _ in remote_objects(plane, find(plane, "ModelReplica", WEST_0))} == {
+        "lab-west"
+    }
+    qwen = find(plane, "ModelDeployment", QWEN)
+    assert qwen["status"]["replicas"] == {"total": 2, "ready": 2}
+    assert conditions(qwen)["ReplicasScheduled"] == (
+        "True",
+        "ReplicasCreated",
+        "Scheduled 2 of 2 replicas",
+    )
+    assert condition_status(qwen, "Ready") == "True"
+    # lab-west now runs a replica, so it is guarded against deletion.
+    assert replica_usage(plane, "lab-west") is not None
+    # The cache no longer counts lab-east; the other clusters keep their weights.
+    cache = find(plane, "ModelCache", QWEN)
+    assert cache["status"]["clusters"] == [
+        {"name": "gke-us", "phase": "Ready"},
+        {"name": "lab-west", "phase": "Ready"},
+    ]
+    assert conditions(cache)["ArtifactReady"][:2] == ("True", "Staged")
+
+
+def test_deleted_cluster_replicas_are_re_placed_and_nothing_else_moves(fleet: ControlPlane):
+    before = snapshot(fleet)
+    kept_uids = {name: uid(find(fleet, "ModelReplica", name)) for name in (GKE_0, EMBED_GKE)}
+    gone = (
+        family(fleet, find(fleet, "InferenceCluster", "lab-east", None))
+        | family(fleet, find(fleet, "ModelReplica", EAST_0))
+        | family(fleet, find(fleet, "ModelEndpoint", EAST_0))
+        | cache_objects_on(fleet, "lab-east")
+    )
+    untouched = (
+        family(fleet, find(fleet, "InferenceCluster", "gke-us", None))
+        | family(fleet, find(fleet, "ModelDeployment", "embed"))
+        | family(fleet, find(fleet, "ModelReplica", GKE_0))
+        | family(fleet, find(fleet, "ModelEndpoint", GKE_0))
+        | family(fleet, find(fleet, "InferenceGateway", "default", None))
+        | family(fleet, find(fleet, "ModelEndpoint", "hosted-llama"))
+        | cache_objects_on(fleet, "gke-us")
+        | cache_objects_on(fleet, "lab-west")
+    )
+
+    fleet.delete(fleet.key("InferenceCluster", "lab-east"))
+    converge(fleet)
+
+    assert_replica_moved_to_lab_west(fleet, kept_uids)
+    after = snapshot(fleet)
+    change = diff(before, after)
+    assert change.removed == gone
+    assert change.added == (
+        family(fleet, find(fleet, "ModelReplica", WEST_0))
+        | family(fleet, find(fleet, "ModelEndpoint", WEST_0))
+        | {label(replica_usage(fleet, "lab-west"))}
+    )
+    assert change.recreated == set()
+    assert not change.touched & untouched
+    # Only the references of the owners of what went or came, and the route, changed.
+    assert change.changed == {
+        f"ModelDeployment/{NAMESPACE}/{QWEN}",
+        f"ModelCache/{NAMESPACE}/{QWEN}",
+        "InferenceCluster/lab-west",
+        label(fleet.composed_by(find(fleet, "ModelService", "chat"))[0]),
+    }
+
+
+def test_drained_cluster_loses_its_replicas_then_deletes_cleanly(fleet: ControlPlane):
+    """The way it works with deletion protection: drain by label, then delete."""
+    kept_uids = {name: uid(find(fleet, "ModelReplica", name)) for name in (GKE_0, EMBED_GKE)}
+    fleet.patch(
+        fleet.key("InferenceCluster", "lab-east"), {"metadata": {"labels": {"tier": "off"}}}
+    )
+    converge(fleet)
+
+    assert_replica_moved_to_lab_west(fleet, kept_uids)
+    # Drained: nothing of the fleet's runs there, so the deletion guard is gone.
+    assert fleet.list(kind="ModelReplica", labels={"modelplane.ai/cluster": "lab-east"}) == []
+    assert cache_objects_on(fleet, "lab-east") == set()
+    assert replica_usage(fleet, "lab-east") is None
+
+    before = snapshot(fleet)
+    cluster = family(fleet, find(fleet, "InferenceCluster", "lab-east", None))
+    fleet.delete(fleet.key("InferenceCluster", "lab-east"))
+    converge(fleet)
+    change = diff(before, snapshot(fleet))
+    assert change.removed == cluster
+    assert change.added == change.changed == change.recreated == set()
