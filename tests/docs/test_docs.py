@@ -74,6 +74,31 @@ def test_relative_link_resolves(page: Path, target: str) -> None:
         )
 
 
+_REPO_PATH = re.compile(
+    r"(?<![\w/.<>$-])((?:examples|docs|apis|functions|bench|design|tests|cli|common|schemas)"
+    r"/[A-Za-z0-9_./-]*)(?![<*${A-Za-z0-9_./-])"
+)
+
+
+def _mentioned_paths() -> list[tuple[Path, str]]:
+    """Repository paths the docs tell a reader to open or run, in prose and in commands."""
+    found = []
+    for page in MARKDOWN:
+        for mention in _REPO_PATH.findall(page.read_text()):
+            path = mention.rstrip(".,:;")
+            if not path.endswith("/."):
+                found.append((page, path))
+    return sorted(set(found))
+
+
+PATHS = _mentioned_paths()
+
+
+@pytest.mark.parametrize(("page", "path"), PATHS, ids=[f"{_rel(p)}:{t}" for p, t in PATHS])
+def test_mentioned_repository_path_exists(page: Path, path: str) -> None:
+    assert (ROOT / path).exists(), f"{_rel(page)} mentions {path}, which does not exist"
+
+
 def _linked_from_index() -> set[Path]:
     index = DOCS / "README.md"
     return {
