@@ -146,3 +146,19 @@ def test_a_composition_for_an_unknown_type():
         "d.yaml: Composition/c: spec.compositeTypeRef: no XRD defines apiVersion "
         "modelplane.ai/v1alpha1 kind Nothing"
     ]
+
+
+def test_rbac_names_may_contain_colons_but_other_names_may_not():
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "system:modelplane-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }
+    assert found(role) == []
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "system:modelplane", "namespace": "default"},
+    }
+    assert any("metadata.name" in problem for problem in found(config_map))

@@ -242,6 +242,20 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
     return _problems(source, obj, issues)
 
 
+# RBAC names are path segments, not DNS names: the API server also allows ':' in them.
+_RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+
+def _valid_name(obj: JSON, name: object) -> bool:
+    if not isinstance(name, str) or len(name) > 253:
+        return False
+    if obj.get("kind") in _RBAC_KINDS and str(obj.get("apiVersion", "")).startswith(
+        "rbac.authorization.k8s.io/"
+    ):
+        return bool(name) and name not in {".", ".."} and "/" not in name and "%" not in name
+    return bool(_DNS_SUBDOMAIN.match(name))
+
+
 def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
     """The ObjectMeta checks every kind gets: a valid name, string labels and annotations."""
     metadata = obj.get("metadata")
@@ -253,9 +267,7 @@ def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
     name = metadata.get("name")
     if name is None and not metadata.get("generateName"):
         issues.append(("metadata.name", "Required value: name or generateName is required"))
-    elif name is not None and (
-        not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name)
-    ):
+    elif name is not None and not _valid_name(obj, name):
         issues.append(
             (
                 "metadata.name",
