@@ -60,8 +60,9 @@ def compose_eks_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     for pool in spec.nodePools:
         desired[f"nodegroup-{pool.name}"] = res.node_group_manifest(name, spec, pool)
     desired |= res.addon_manifests(spec)
-    desired["provider-config-kubernetes"] = res.kubernetes_provider_config_manifest(name, namespace)
-    desired["provider-config-helm"] = res.helm_provider_config_manifest(name, namespace)
+    kubernetes_config, helm_config = res.provider_config_manifests(name, namespace)
+    desired["provider-config-kubernetes"] = kubernetes_config
+    desired["provider-config-helm"] = helm_config
     return cluster_outcome(desired, observed, status(name, observed), ALWAYS_READY)
 
 

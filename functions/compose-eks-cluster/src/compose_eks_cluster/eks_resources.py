@@ -14,6 +14,7 @@ from modelplane_common.managed import validated
 from modelplane_common.naming import child_name
 from modelplane_common.node_pools import zone_names
 from modelplane_common.plain import JSON
+from modelplane_common.provider_configs import SecretKey, kubeconfig_provider_configs
 from modelplane_schemas.generated.ec2_aws_m_upbound_io.v1beta1 import (
     internetgateway,
     route,
@@ -28,16 +29,10 @@ from modelplane_schemas.generated.eks_aws_m_upbound_io.v1beta1 import (
     clusterauth,
     nodegroup,
 )
-from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import (
-    providerconfig as helm_providerconfig,
-)
 from modelplane_schemas.generated.iam_aws_m_upbound_io.v1beta1 import role, rolepolicyattachment
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1.ekscluster import (
     NodePool,
     Spec,
-)
-from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import (
-    providerconfig as kubernetes_providerconfig,
 )
 
 EC2 = "ec2.aws.m.upbound.io/v1beta1"
@@ -371,41 +366,12 @@ def addon_manifests(spec: Spec) -> dict[str, JSON]:
     }
 
 
-def _provider_config_spec(xr_name: str, namespace: str) -> JSON:
+def provider_config_manifests(xr_name: str, namespace: str) -> tuple[JSON, JSON]:
+    """The kubernetes and helm ProviderConfigs for this cluster (spec §8)."""
     # The ClusterAuth kubeconfig carries a token the AWS provider refreshes: no identity.
-    return {
-        "credentials": {
-            "source": "Secret",
-            "secretRef": {
-                "name": kubeconfig_secret(xr_name),
-                "namespace": namespace,
-                "key": KUBECONFIG_KEY,
-            },
-        }
-    }
-
-
-def kubernetes_provider_config_manifest(xr_name: str, namespace: str) -> JSON:
-    return validated(
-        kubernetes_providerconfig.ProviderConfig,
-        {
-            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": provider_config_name(xr_name)},
-            "spec": _provider_config_spec(xr_name, namespace),
-        },
-    )
-
-
-def helm_provider_config_manifest(xr_name: str, namespace: str) -> JSON:
-    return validated(
-        helm_providerconfig.ProviderConfig,
-        {
-            "apiVersion": "helm.m.crossplane.io/v1beta1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": provider_config_name(xr_name)},
-            "spec": _provider_config_spec(xr_name, namespace),
-        },
+    return kubeconfig_provider_configs(
+        provider_config_name(xr_name),
+        SecretKey(kubeconfig_secret(xr_name), namespace, KUBECONFIG_KEY),
     )
 
 

@@ -68,8 +68,9 @@ def compose_gke_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     )
     if iam_binding is not None:
         desired["iam-binding"] = iam_binding
-    desired["provider-config-kubernetes"] = res.kubernetes_provider_config_manifest(name, namespace)
-    desired["provider-config-helm"] = res.helm_provider_config_manifest(name, namespace)
+    kubernetes_config, helm_config = res.provider_config_manifests(name, namespace)
+    desired["provider-config-kubernetes"] = kubernetes_config
+    desired["provider-config-helm"] = helm_config
 
     return cluster_outcome(desired, observed, status(name, observed), ALWAYS_READY)
 

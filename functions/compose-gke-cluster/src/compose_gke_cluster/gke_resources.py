@@ -13,6 +13,7 @@ import re
 from modelplane_common.managed import EXTERNAL_NAME, validated
 from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
+from modelplane_common.provider_configs import SecretKey, kubeconfig_provider_configs
 from modelplane_schemas.generated.cloudplatform_gcp_m_upbound_io.v1beta1 import (
     projectiammember,
     projectservice,
@@ -21,15 +22,9 @@ from modelplane_schemas.generated.cloudplatform_gcp_m_upbound_io.v1beta1 import 
 )
 from modelplane_schemas.generated.compute_gcp_m_upbound_io.v1beta1 import network, subnetwork
 from modelplane_schemas.generated.container_gcp_m_upbound_io.v1beta1 import cluster, nodepool
-from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import (
-    providerconfig as helm_providerconfig,
-)
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1.gkecluster import (
     NodePool,
     Spec,
-)
-from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import (
-    providerconfig as kubernetes_providerconfig,
 )
 
 COMPUTE = "compute.gcp.m.upbound.io/v1beta1"
@@ -311,50 +306,13 @@ def iam_binding_manifest(spec: Spec, email: str) -> JSON:
     )
 
 
-def _provider_config_spec(xr_name: str, namespace: str) -> JSON:
-    return {
-        "credentials": {
-            "source": "Secret",
-            "secretRef": {
-                "name": kubeconfig_secret(xr_name),
-                "namespace": namespace,
-                "key": KUBECONFIG_KEY,
-            },
-        },
-        # GKE's kubeconfig carries no token; the provider mints one from the SA key.
-        "identity": {
-            "type": "GoogleApplicationCredentials",
-            "source": "Secret",
-            "secretRef": {
-                "name": sa_key_secret(xr_name),
-                "namespace": namespace,
-                "key": SA_KEY_KEY,
-            },
-        },
-    }
-
-
-def kubernetes_provider_config_manifest(xr_name: str, namespace: str) -> JSON:
-    return validated(
-        kubernetes_providerconfig.ProviderConfig,
-        {
-            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": provider_config_name(xr_name)},
-            "spec": _provider_config_spec(xr_name, namespace),
-        },
-    )
-
-
-def helm_provider_config_manifest(xr_name: str, namespace: str) -> JSON:
-    return validated(
-        helm_providerconfig.ProviderConfig,
-        {
-            "apiVersion": "helm.m.crossplane.io/v1beta1",
-            "kind": "ProviderConfig",
-            "metadata": {"name": provider_config_name(xr_name)},
-            "spec": _provider_config_spec(xr_name, namespace),
-        },
+def provider_config_manifests(xr_name: str, namespace: str) -> tuple[JSON, JSON]:
+    """The kubernetes and helm ProviderConfigs for this cluster (spec §8)."""
+    # GKE's kubeconfig carries no token; the provider mints one from the SA key.
+    return kubeconfig_provider_configs(
+        provider_config_name(xr_name),
+        SecretKey(kubeconfig_secret(xr_name), namespace, KUBECONFIG_KEY),
+        SecretKey(sa_key_secret(xr_name), namespace, SA_KEY_KEY),
     )
 
 

@@ -35,14 +35,9 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     if kubeconfig is None:
         return _hold(outcome, observed, "spec.secrets has no secret of type Kubeconfig")
 
-    outcome.compose(
-        rs.KEY_PC_KUBERNETES,
-        rs.kubernetes_provider_config(name, namespace, kubeconfig, identity),
-        ready=True,
-    )
-    outcome.compose(
-        rs.KEY_PC_HELM, rs.helm_provider_config(name, namespace, kubeconfig, identity), ready=True
-    )
+    kubernetes_config, helm_config = rs.provider_configs(name, namespace, kubeconfig, identity)
+    outcome.compose(rs.KEY_PC_KUBERNETES, kubernetes_config, ready=True)
+    outcome.compose(rs.KEY_PC_HELM, helm_config, ready=True)
     if rs.KEY_PC_KUBERNETES in observed and rs.KEY_PC_HELM in observed:
         _compose_remote(outcome, stack.spec, name, namespace, observed)
     # Gate closed again (C3): whatever is already on the cluster stays.

@@ -11,11 +11,10 @@ from typing import Any
 from modelplane_common import helm
 from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
-from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import providerconfig as hpc
+from modelplane_common.provider_configs import SecretKey, kubeconfig_provider_configs
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import release as hr
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
-from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import providerconfig as kpc
 from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import usage
 
 RESOURCE_LABEL = "modelplane.ai/resource"
@@ -52,45 +51,15 @@ def inference_extension_crds() -> tuple[JSON, ...]:
     return tuple(json.loads((data / "inference-extension-crds.json").read_text()))
 
 
-def _secret_ref(namespace: str, secret: ss.Secret) -> dict[str, str]:
-    return {"name": secret.name, "namespace": namespace, "key": secret.key}
-
-
-def kubernetes_provider_config(
+def provider_configs(
     stack_name: str, namespace: str, kubeconfig: ss.Secret, identity: ss.Secret | None
-) -> kpc.ProviderConfig:
-    spec = kpc.Spec(
-        credentials=kpc.Credentials(
-            source="Secret", secretRef=kpc.SecretRef(**_secret_ref(namespace, kubeconfig))
-        )
-    )
-    if identity is not None:
-        spec.identity = kpc.Identity(
-            type="GoogleApplicationCredentials",
-            source="Secret",
-            secretRef=kpc.SecretRef(**_secret_ref(namespace, identity)),
-        )
-    return kpc.ProviderConfig(
-        metadata={"name": provider_config_name(stack_name), "namespace": namespace}, spec=spec
-    )
-
-
-def helm_provider_config(
-    stack_name: str, namespace: str, kubeconfig: ss.Secret, identity: ss.Secret | None
-) -> hpc.ProviderConfig:
-    spec = hpc.Spec(
-        credentials=hpc.Credentials(
-            source="Secret", secretRef=hpc.SecretRef(**_secret_ref(namespace, kubeconfig))
-        )
-    )
-    if identity is not None:
-        spec.identity = hpc.Identity(
-            type="GoogleApplicationCredentials",
-            source="Secret",
-            secretRef=hpc.SecretRef(**_secret_ref(namespace, identity)),
-        )
-    return hpc.ProviderConfig(
-        metadata={"name": provider_config_name(stack_name), "namespace": namespace}, spec=spec
+) -> tuple[JSON, JSON]:
+    """The stack's kubernetes and helm ProviderConfigs, both reading the cluster's kubeconfig."""
+    return kubeconfig_provider_configs(
+        provider_config_name(stack_name),
+        SecretKey(kubeconfig.name, namespace, kubeconfig.key),
+        SecretKey(identity.name, namespace, identity.key) if identity else None,
+        namespace=namespace,
     )
 
 
