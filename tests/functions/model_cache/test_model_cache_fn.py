@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import kubernetes_validate
+import pytest
 import yaml
 from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -320,6 +321,40 @@ def test_each_phase_on_gke_eks_and_existing():
     assert rsp.desired.resources["pvc-eks-us-east"].ready == fnv1.READY_TRUE
     assert rsp.desired.resources["hydrate-eks-us-east"].ready == fnv1.READY_FALSE
     assert list(rsp.results) == []
+
+
+# Observed (PVC, Job) status per phase; None means provider-kubernetes has not reported yet.
+PHASE_STATES = {
+    "Pending": ({"phase": "Pending"}, None),
+    "Hydrating": (BOUND, ACTIVE),
+    "Ready": (BOUND, COMPLETE),
+    "Failed": (BOUND, FAILED),
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASE_STATES))
+@pytest.mark.parametrize("source", ["GKE", "EKS", "Existing"])
+def test_every_phase_on_every_cluster_source(source: str, phase: str):
+    member = {"GKE": GKE, "EKS": EKS, "Existing": EXISTING}[source]
+    name = member["metadata"]["name"]
+    first = desired(run(cache(), [member]))
+    pvc_status, job_status = PHASE_STATES[phase]
+    observed = {
+        f"pvc-{name}": observed_object(first[f"pvc-{name}"], pvc_status, ready=phase != "Pending"),
+        f"hydrate-{name}": observed_object(
+            first[f"hydrate-{name}"], job_status, ready=phase == "Ready"
+        ),
+    }
+    rsp = run(cache(), [member], observed)
+    (entry,) = status(rsp)["clusters"]
+    assert (entry["name"], entry["phase"]) == (name, phase)
+    assert status(rsp)["summary"] == {"ready": "1/1" if phase == "Ready" else "0/1"}
+    assert f"pvc-{name}" in desired(rsp)  # the staged weights are never dropped
+    artifact = condition(rsp, "ArtifactReady")
+    expected = fnv1.STATUS_CONDITION_TRUE if phase == "Ready" else fnv1.STATUS_CONDITION_FALSE
+    assert artifact.status == expected
+    if phase == "Failed":
+        assert "BackoffLimitExceeded" in entry["message"]
 
 
 def test_partial_then_staged_then_latched():
