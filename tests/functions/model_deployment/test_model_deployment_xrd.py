@@ -125,6 +125,10 @@ REJECTED = {
         pd(standalone("a", phase="Prefill"), standalone("b", phase="Prefill")),
         "PrefillDecode serving requires exactly one engine with phase Prefill",
     ),
+    "two Decode engines": (
+        pd(standalone("a", phase="Decode"), standalone("b", phase="Decode")),
+        "PrefillDecode serving requires exactly one engine with phase Decode",
+    ),
     "phase under Unified": (
         deployment(engines=[standalone(phase="Prefill")]),
         "engine phase may only be set when serving.mode is PrefillDecode",
@@ -161,13 +165,22 @@ REJECTED = {
         deployment(engines=[standalone("small"), gang("big")]),
         'spec.modelCacheRef is required: engine "big" has a Worker member',
     ),
-    "replicas 0": (deployment(replicas=0), "spec.replicas: Invalid value: 0"),
+    "replicas 0": (
+        deployment(replicas=0),
+        "spec.replicas: Invalid value: 0: should be greater than or equal to 1",
+    ),
     "replicas 11": (deployment(replicas=11), "spec.replicas: Invalid value: 11"),
-    "engine name not a DNS label": (deployment(engines=[standalone("Main_1")]), "name"),
-    "copies 0": (deployment(engines=[standalone(copies=0)]), "copies"),
+    "engine name not a DNS label": (
+        deployment(engines=[standalone("Main_1")]),
+        'spec.engines[0].name: Invalid value: "Main_1": should match',
+    ),
+    "copies 0": (
+        deployment(engines=[standalone(copies=0)]),
+        "spec.engines[0].copies: Invalid value: 0",
+    ),
     "nine engines": (
         deployment(engines=[standalone(f"e{i}") for i in range(9)]),
-        "spec.engines",
+        "spec.engines: Too many: 9: must have at most 8 items",
     ),
 }
 
