@@ -371,6 +371,23 @@ def test_class_without_gke_provisioning_is_an_invalid_node_pool():
     assert ("SEVERITY_WARNING", message) in results(rsp)
 
 
+def test_class_without_provisioning_on_a_running_cluster_holds_every_resource():
+    observed = converge_gke()
+    previous = desired_status(run(GKE, observed))
+    xr = copy.deepcopy({**GKE, "status": previous})
+    xr["spec"]["nodePools"][1]["className"] = "h100-8x-byo"  # no provisioning block at all
+    rsp = run(xr, observed, {**required_for(GKE), "class-h100-8x-byo": [BYO]})
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    for key, body in desired.items():
+        assert body["spec"] == observed[key]["spec"], key
+    assert [p["name"] for p in desired["gke-cluster"]["spec"]["nodePools"]] == ["l4", "h100"]
+    assert desired_status(rsp) == previous
+    status, reason, message = conditions(rsp)["ClusterReady"]
+    assert (status, reason) == ("False", "InvalidNodePool")
+    assert message == "InferenceClass h100-8x-byo has no GKE provisioning block (pool h100)"
+
+
 def test_requirements_ask_for_each_class_once_and_for_replicas():
     rsp = run(GKE)
     reqs = rsp.requirements.resources
