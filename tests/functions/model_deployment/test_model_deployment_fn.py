@@ -321,6 +321,14 @@ def test_invalid_selector_keeps_serving_replicas_and_endpoints():
     assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 1}}
     assert conditions(rsp)["ReplicasReady"] == ("True", "AllReplicasReady", "1 of 1 ready")
     assert rsp.desired.composite.ready == 2
+    # Reconciled again with the condition recorded: same condition, no repeated event.
+    previous = [{"type": "ReplicasScheduled", "status": "False", "reason": "InvalidNodeSelector"}]
+    again = call(
+        broken, clusters=[f.cluster("a"), f.cluster("b")], observed=observed, previous=previous
+    )
+    assert conditions(again)["ReplicasScheduled"] == (status, reason, message)
+    assert results(again) == []
+    assert set(desired_resources(again)) == {"replica-a-0", "endpoint-a-0"}
 
 
 def test_spec_the_schema_rejects_keeps_serving_replicas():
