@@ -228,3 +228,22 @@ def test_a_replica_that_bypassed_admission_is_reported_by_field_not_crashed(stub
         in _conditions(summary)["ModelAccepted"][2]
     )
     assert not [r for r in summary["results"] if r["severity"] == "FATAL"]
+
+
+def test_a_cache_the_engine_ignores_is_a_warning_and_composing_goes_on(stub):
+    """D2: nothing is injected; the user is told, through the real interface, and nothing is
+    held back."""
+    xr = example("gang-with-cache")
+    pointed = _compose(stub, xr)
+    leader = xr["spec"]["engines"][0]["members"][0]["template"]["spec"]["containers"][0]
+    leader["command"] = ["/bin/sh", "-c", "ray start --head && exec vllm serve meta-llama/70b"]
+    summary = _compose(stub, xr)
+    warnings = [r for r in summary["results"] if r["severity"] == "WARNING"]
+    assert [r.get("reason") for r in warnings] == ["CacheNotReferenced"]
+    assert "'llama'" in warnings[0]["message"] and "/mnt/models" in warnings[0]["message"]
+    assert not [r for r in pointed["results"] if r.get("reason") == "CacheNotReferenced"]
+    assert sorted(summary["resources"]) == sorted(pointed["resources"])
+    lws = summary["resources"]["model-serving-llama"]["object"]["spec"]["forProvider"]["manifest"]
+    (container,) = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]
+    assert container["command"] == leader["command"]  # never rewritten
+    assert {"name": "model-cache", "mountPath": "/mnt/models"} in container["volumeMounts"]
