@@ -201,6 +201,25 @@ def test_a_change_to_one_engine_changes_only_its_objects():
     assert changed == ["model-serving-embed", "resource-claim-embed-standalone"]
 
 
+@pytest.mark.parametrize(
+    ("case", "engine"),
+    [("prefill-decode", 0), ("prefill-decode", 1), ("gang-with-cache", 0)],
+)
+def test_a_template_edit_under_shared_routing_changes_only_that_engines_workload(case, engine):
+    """PrefillDecode's pool, picker and route front both engines; a gang has two templates."""
+    before = _plan(example(case)).manifests
+    xr = example(case)
+    edited = xr["spec"]["engines"][engine]
+    for member in edited["members"]:
+        container = member["template"]["spec"]["containers"][0]
+        container["image"] += "-rc1"
+        container.setdefault("env", []).append({"name": "LOG_LEVEL", "value": "debug"})
+        member["template"].setdefault("metadata", {})["annotations"] = {"team": "ml"}
+    after = _plan(xr).manifests
+    assert sorted(after) == sorted(before)
+    assert sorted(k for k in before if before[k] != after[k]) == [f"model-serving-{edited['name']}"]
+
+
 def test_suffixed_names_fall_back_to_hashes_past_63_characters():
     replica = "a" * 57 + "-1b2c3"  # a 63-character replica name
     assert len(names.pool_name(replica)) <= 63
