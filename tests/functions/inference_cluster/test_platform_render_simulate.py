@@ -171,6 +171,16 @@ def test_simulate_example_platform_converges_with_gpu_pools_published():
     assert gateway["status"]["address"]
     kinds = {(o["kind"], o["metadata"].get("namespace")) for o in objects}
     assert ("ServingStack", "modelplane-system") in kinds
+    # Every resource converged: each one that reports Ready (XRs, Releases, Objects, Usages,
+    # managed resources) is Ready.
+    reporting = [
+        o for o in objects
+        if any(c["type"] == "Ready" for c in (o.get("status") or {}).get("conditions") or [])
+    ]  # fmt: skip
+    assert {o["kind"] for o in reporting} >= {"ServingStack", "Release", "Object", "Usage"}
+    not_ready = [(o["kind"], o["metadata"]["name"]) for o in reporting
+                 if conditions(o)["Ready"]["status"] != "True"]  # fmt: skip
+    assert not_ready == []
     assert ("ClusterUsage", None) in kinds
 
 
