@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from modelplane import repo
 from modelplane.main import cli
 
-EXAMPLES = repo.root() / "examples" / "platform" / "internal"
+EXAMPLES = repo.root() / "examples" / "cloud-clusters"
 READY = {
     "type": "Ready",
     "status": "True",

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from modelplane import repo
 from modelplane.main import cli
 
-EXAMPLES = repo.root() / "examples" / "platform" / "internal"
+EXAMPLES = repo.root() / "examples" / "cloud-clusters"
 
 
 def validate_against_crd(body: dict) -> None:

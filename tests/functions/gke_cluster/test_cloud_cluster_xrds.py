@@ -82,7 +82,7 @@ def test_valid_examples_pass():
     assert problems("GKECluster", GKE) == []
     assert problems("EKSCluster", EKS) == []
     result = CliRunner().invoke(
-        cli, ["validate", str(repo.root() / "examples" / "platform" / "internal")]
+        cli, ["validate", str(repo.root() / "examples" / "cloud-clusters")]
     )
     assert result.exit_code == 0, result.output
 
