@@ -33,7 +33,7 @@ EXAMPLES = REPO / "examples"
 CONVERGING = ["quickstart", "multi-cluster", "multi-node", "disaggregated", "canary", "platform"]
 # Inputs for `modelplane render` (they carry observed state, or hand-made composed kinds, or a
 # deliberately invalid object): not meant to be applied as a whole.
-RENDER_ONLY = ["cache", "qwen-demo", "replica", "routing"]
+RENDER_ONLY = ["cache", "cloud-clusters", "qwen-demo", "replica", "routing"]
 
 JSON = dict[str, Any]
 
@@ -168,26 +168,48 @@ def test_example_passes_validate(example):
     assert "objects valid" in result.output and "problem" not in result.output
 
 
-@pytest.mark.parametrize("example", ["quickstart", "multi-node", "disaggregated", "canary"])
+@pytest.mark.parametrize(
+    "example", ["quickstart", "multi-node", "disaggregated", "canary", "platform"]
+)
 def test_existing_clusters_come_with_their_kubeconfig_secret(example):
-    """Valid for a real control plane: every Secret an Existing cluster names is in the dir."""
-    docs = [
-        d
+    """Valid for a real control plane: every Secret an Existing cluster names is in the dir,
+    alone in its own file, so a user can replace the placeholder without touching the rest."""
+    files = {
+        f.name: [d for d in yaml.safe_load_all(f.read_text()) if d]
         for f in sorted((EXAMPLES / example).glob("*.yaml"))
-        for d in yaml.safe_load_all(f.read_text())
-        if d
-    ]
+    }
+    docs = [d for file_docs in files.values() for d in file_docs]
     secrets = {
         (d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs if d["kind"] == "Secret"
     }
     clusters = [d for d in docs if d["kind"] == "InferenceCluster"]
-    assert clusters
-    for cluster in clusters:
+    existing = [c for c in clusters if c["spec"]["cluster"]["source"] == "Existing"]
+    assert existing
+    for cluster in existing:
         ref = cluster["spec"]["cluster"]["existing"]["secretRef"]["name"]
         assert ("modelplane-system", ref) in secrets
+    assert [
+        [d["kind"] for d in file_docs]
+        for file_docs in files.values()
+        if any(d["kind"] == "Secret" for d in file_docs)
+    ] == [["Secret"]]
     namespaces = {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
-    assert "ml-team" in namespaces
+    assert "modelplane-system" in namespaces
+    if any(d["kind"] == "ModelDeployment" for d in docs):
+        assert "ml-team" in namespaces
     assert not any("status" in d for d in docs), "examples hold no observed state"
+
+
+def test_converging_examples_hold_only_kinds_users_create():
+    """Internal infrastructure.modelplane.ai kinds are composed, never applied by users."""
+    for example in CONVERGING:
+        for path in sorted((EXAMPLES / example).rglob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                assert (
+                    not (doc or {})
+                    .get("apiVersion", "")
+                    .startswith("infrastructure.modelplane.ai/")
+                ), f"{path}: {doc['kind']} is internal"
 
 
 # --- quickstart --------------------------------------------------------------------------
