@@ -153,18 +153,29 @@ def test_traefik_release_values_and_its_usages():
                                     "matchLabels": {"modelplane.ai/release": "traefik"}}},
         "replayDeletion": True,
     }  # fmt: skip
+    by_traefik = {
+        "apiVersion": "helm.m.crossplane.io/v1beta1", "kind": "Release",
+        "resourceSelector": {"matchControllerRef": True,
+                             "matchLabels": {"modelplane.ai/release": "traefik"}},
+    }  # fmt: skip
     class_usage = desired["usage-gateway-class-by-traefik"]
     assert class_usage["kind"] == "ClusterUsage"
-    assert class_usage["spec"]["of"] == {
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-        "resourceRef": {"name": "traefik"},
+    assert "namespace" not in class_usage["metadata"]
+    assert class_usage["spec"] == {
+        "of": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+               "resourceRef": {"name": "traefik"}},
+        "by": by_traefik,
+        "replayDeletion": True,
     }  # fmt: skip
     gateway_usage = desired["usage-gateway-by-traefik"]
+    assert gateway_usage["kind"] == "Usage"
     assert gateway_usage["metadata"]["namespace"] == NS
-    assert gateway_usage["spec"]["of"]["resourceRef"] == {"name": "modelplane"}
-    assert gateway_usage["spec"]["by"]["resourceSelector"]["matchLabels"] == {
-        "modelplane.ai/release": "traefik"
-    }
+    assert gateway_usage["spec"] == {
+        "of": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "resourceRef": {"name": "modelplane"}},
+        "by": by_traefik,
+        "replayDeletion": True,
+    }  # fmt: skip
     assert "gateway" not in desired and "gateway-class" not in desired
     assert not any(k.startswith("metallb") for k in desired)
     assert conditions(rsp)["ControllerReady"][:2] == ("False", "Installing")
