@@ -221,6 +221,8 @@ def test_invalid_url_composes_nothing_and_names_the_problem(url: str, problem: s
     routing = condition(rsp, "RoutingReady")
     assert (routing.status, routing.reason) == (fnv1.STATUS_CONDITION_FALSE, "InvalidURL")
     assert problem in routing.message
+    # The message names the URL too (credentials masked).
+    assert f"spec.url '{url.replace('user:secret@', '***@')}'" in routing.message
     assert "secret" not in routing.message
     assert "secret" not in str(list(rsp.results))
     (warning,) = [r for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
