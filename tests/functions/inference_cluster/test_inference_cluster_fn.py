@@ -245,9 +245,15 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
     assert sc["spec"]["readiness"] == {"policy": "SuccessfulCreate"}
 
     usage = desired["usage-gke-by-backend"]
-    assert usage["spec"]["of"]["kind"] == "GKECluster"
-    assert usage["spec"]["by"]["kind"] == "ServingStack"
-    assert usage["spec"]["replayDeletion"] is True
+    assert (usage["kind"], usage["metadata"]["namespace"]) == ("Usage", NS)
+    mine = {"matchControllerRef": True}
+    assert usage["spec"] == {
+        "of": {"apiVersion": "infrastructure.modelplane.ai/v1alpha1", "kind": "GKECluster",
+               "resourceSelector": mine},
+        "by": {"apiVersion": "infrastructure.modelplane.ai/v1alpha1", "kind": "ServingStack",
+               "resourceSelector": mine},
+        "replayDeletion": True,
+    }  # fmt: skip
 
     ready = desired_ready(rsp)
     assert ready["gke-cluster"] is True and ready["serving-stack"] is False
@@ -426,7 +432,13 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     }  # fmt: skip
     assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
-    assert desired["usage-eks-by-backend"]["spec"]["of"]["kind"] == "EKSCluster"
+    assert desired["usage-eks-by-backend"]["spec"] == {
+        "of": {"apiVersion": "infrastructure.modelplane.ai/v1alpha1", "kind": "EKSCluster",
+               "resourceSelector": {"matchControllerRef": True}},
+        "by": {"apiVersion": "infrastructure.modelplane.ai/v1alpha1", "kind": "ServingStack",
+               "resourceSelector": {"matchControllerRef": True}},
+        "replayDeletion": True,
+    }  # fmt: skip
 
 
 def test_eks_rejects_gke_only_class():
