@@ -93,6 +93,8 @@ def test_render_cluster_whose_class_is_missing(tmp_path):
     ready = conditions(docs[0])["ClusterReady"]
     assert ready["reason"] == "WaitingForClasses"
     assert ready["message"].startswith("Waiting for InferenceClasses: h100-8x-byo")
+    assert "pool h100 (class h100-8x-byo)" in ready["message"]
+    assert ready["status"] == "False"
 
 
 def test_render_existing_cluster():
