@@ -7,7 +7,9 @@ in the simulated directory, exactly as a user would point at functions they run 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from crossplane.function import logging as function_logging
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane.main import cli
-from modelplane_common.function import CompositionFunction, Outcome, Request
+from modelplane_common.function import CompositionFunction, InputError, Outcome, Request
 from modelplane_common.serving import BackgroundServer
 
 API = "test.modelplane.ai/v1alpha1"
@@ -70,6 +74,15 @@ class CrashingFunction(CompositionFunction):
         raise ZeroDivisionError("division by zero")
 
 
+class RefusingFunction(CompositionFunction):
+    """Refuses its input the way Modelplane functions do: a Fatal result naming the field."""
+
+    name = "compose-refuse"
+
+    def compose(self, request: Request) -> Outcome:
+        raise InputError("spec.items: a widget needs at most 0 items")
+
+
 class ClusterScopedFunction(CompositionFunction):
     """Composes a Namespace, which a namespaced XR may not do."""
 
@@ -88,7 +101,13 @@ def functions() -> Iterator[list[dict]]:
     function_logging.configure(function_logging.Level.DISABLED)
     servers = [
         BackgroundServer(fn())
-        for fn in (WidgetFunction, RestlessFunction, ClusterScopedFunction, CrashingFunction)
+        for fn in (
+            WidgetFunction,
+            RestlessFunction,
+            ClusterScopedFunction,
+            CrashingFunction,
+            RefusingFunction,
+        )
     ]
     objects = []
     for server in servers:
@@ -249,3 +268,105 @@ def test_unreachable_function_times_out_with_a_message(test_repo, tmp_path):
     assert result.exit_code == 1
     assert 'cannot run pipeline step "compose-widget"' in result.stderr
     assert "Traceback" not in result.output
+
+
+# --------------------------------------------------------------------------------------------
+# More bad input: each a clear message naming what to fix, exit 1, never a traceback
+
+
+def _fails(result, *messages: str) -> None:
+    assert result.exit_code == 1, result.output
+    for message in messages:
+        assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unknown_modelplane_kind_is_refused(tmp_path):
+    gizmo = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "Gizmo", "metadata": {"name": "g"}}
+    path = write(tmp_path / "in", "gizmo.yaml", gizmo)
+    result = simulate(str(path.parent))
+    _fails(
+        result,
+        f"{path}: Gizmo/g: no CompositeResourceDefinition in apis/ serves "
+        "apiVersion modelplane.ai/v1alpha1 kind Gizmo",
+    )
+    assert result.stdout == ""
+
+
+def test_xr_violating_a_cel_rule_names_file_field_and_rule(tmp_path):
+    broken = yaml.safe_load((REPO / "examples" / "platform" / "inferenceclass-l4.yaml").read_text())
+    del broken["spec"]["devices"][0]["deviceClassName"]
+    path = write(tmp_path / "in", "class.yaml", broken)
+    result = simulate(str(path.parent))
+    _fails(
+        result,
+        f"{path}: InferenceClass/gke-l4-1x-g2: spec.devices[0]: deviceClassName is required "
+        "when claim is DRA",
+    )
+    assert result.stdout == ""
+
+
+def test_kind_without_a_composition_is_not_synced(test_repo, functions, tmp_path):
+    definition = test_repo / "apis" / "widgets" / "definition.yaml"
+    xrd_only = next(yaml.safe_load_all(definition.read_text()))  # drop the Composition
+    definition.write_text(yaml.safe_dump(xrd_only))
+    directory = tmp_path / "in"
+    write(directory, "all.yaml", *functions, widget(["a"]))
+    result = simulate(str(directory))
+    _fails(result, "Widget/team-a/w: Synced=False ReconcileError: cannot select composition")
+
+
+def test_missing_composition_ref_is_named(test_repo, functions, tmp_path):
+    xr = widget(["a"])
+    xr["spec"]["crossplane"] = {"compositionRef": {"name": "no-such-composition"}}
+    directory = tmp_path / "in"
+    write(directory, "all.yaml", *functions, xr)
+    result = simulate(str(directory))
+    _fails(result, 'Composition "no-such-composition"')
+
+
+def test_fatal_result_is_reported_with_its_message(test_repo, functions, tmp_path):
+    definition = test_repo / "apis" / "widgets" / "definition.yaml"
+    definition.write_text(
+        definition.read_text().replace("name: compose-widget", "name: compose-refuse")
+    )
+    directory = tmp_path / "in"
+    write(directory, "all.yaml", *functions, widget(["a"]))
+    result = simulate(str(directory))
+    _fails(
+        result,
+        "Widget/team-a/w: Synced=False ReconcileError: cannot compose resources:",
+        "spec.items: a widget needs at most 0 items",
+    )
+
+
+class HangingFunction(grpcv1.FunctionRunnerServiceServicer):
+    """Accepts the call and never answers in time."""
+
+    async def RunFunction(self, req, _context):
+        await asyncio.sleep(30)
+        return fnv1.RunFunctionResponse()
+
+
+def test_function_that_hangs_times_out_with_a_message(test_repo, tmp_path):
+    server = BackgroundServer(HangingFunction())
+    hanging = {
+        "apiVersion": "pkg.crossplane.io/v1",
+        "kind": "Function",
+        "metadata": {
+            "name": "compose-widget",
+            "annotations": {
+                "render.crossplane.io/runtime": "Development",
+                "render.crossplane.io/runtime-development-target": server.start(),
+            },
+        },
+    }
+    try:
+        directory = tmp_path / "in"
+        write(directory, "all.yaml", hanging, widget(["a"]))
+        started = time.monotonic()
+        result = simulate(str(directory), "--timeout", "2")
+        assert time.monotonic() - started < 20
+    finally:
+        server.stop()
+    _fails(result, "Widget/team-a/w: Synced=False", 'cannot run pipeline step "compose-widget"')
