@@ -116,15 +116,27 @@ def scenarios(draw):
         ours.append(
             f.replica(deployment, cluster_name, index, pools=pins, ready=draw(st.booleans()))
         )
+    # Other deployments mostly sit on published pools, so that new placements compete with
+    # them for nodes (otherwise an ignored charge would rarely show up in 50 examples).
+    published = [
+        (body["metadata"]["name"], entry["name"])
+        for body in clusters
+        for entry in body["status"].get("gpuPools") or []
+        if isinstance(entry.get("devices"), list)
+    ]
     others = []
     for i in range(draw(st.integers(0, 4))):
         other = f.spec(1, draw(engines("main")))
+        if published and draw(st.integers(0, 3)) > 0:
+            where, pool = draw(st.sampled_from(published))
+        else:
+            where, pool = draw(st.sampled_from(CLUSTER_NAMES)), draw(st.sampled_from(POOL_NAMES))
         others.append(
             f.replica(
                 other,
-                draw(st.sampled_from(CLUSTER_NAMES)),
+                where,
                 0,
-                pools=draw(st.sampled_from(POOL_NAMES)),
+                pools=pool,
                 deployment_name=f"other-{i}",
                 namespace=draw(st.sampled_from([f.NAMESPACE, "other-team"])),
             )
@@ -179,9 +191,30 @@ def _charges(replica_body):
     return list(parsed.charges()) if parsed else []
 
 
-@SETTINGS
-@given(scenarios())
-def test_new_placements_never_overcommit_a_pool(scenario):
+@st.composite
+def contended_scenarios(draw):
+    """Every cluster eligible and every pool matching every selector, with other deployments'
+    replicas on those pools: new placements always compete for nodes with theirs."""
+    deployment = draw(deployments())
+    clusters = []
+    for name in draw(st.lists(st.sampled_from(CLUSTER_NAMES), unique=True, min_size=1, max_size=3)):
+        pool_names = draw(
+            st.lists(st.sampled_from(POOL_NAMES), unique=True, min_size=1, max_size=2)
+        )
+        pools_ = [f.pool(p, draw(st.integers(0, 4)), DEVICES[1], DEVICES[4]) for p in pool_names]
+        clusters.append(f.cluster(name, *pools_))
+    published = [
+        (c["metadata"]["name"], p["name"]) for c in clusters for p in c["status"]["gpuPools"]
+    ]
+    others = []
+    for i in range(draw(st.integers(1, 6))):
+        where, pool = draw(st.sampled_from(published))
+        other = f.spec(1, draw(engines("main")))
+        others.append(f.replica(other, where, 0, pools=pool, deployment_name=f"other-{i}"))
+    return deployment, clusters, [], others
+
+
+def _assert_no_overcommit(scenario) -> None:
     deployment, clusters, ours, others = scenario
     result = _run(deployment, clusters, ours + others)
     parsed = scheduler.parse_deployment("m", f.NAMESPACE, deployment)
@@ -215,6 +248,18 @@ def test_new_placements_never_overcommit_a_pool(scenario):
                 nodes[(cluster["metadata"]["name"], entry["name"])] = entry["nodes"]
     for key in new_pools:
         assert used[key] <= nodes[key], (key, used[key], nodes[key])
+
+
+@SETTINGS
+@given(scenarios())
+def test_new_placements_never_overcommit_a_pool(scenario):
+    _assert_no_overcommit(scenario)
+
+
+@SETTINGS
+@given(contended_scenarios())
+def test_new_placements_never_overcommit_a_pool_shared_with_other_deployments(scenario):
+    _assert_no_overcommit(scenario)
 
 
 def _survives(deployment, clusters_by_name, replica) -> bool:
@@ -285,3 +330,15 @@ def test_scenarios_reach_placements_kept_replicas_and_shortfalls():
     find(scenarios(), lambda s: bool(schedule(s).shortfall), settings=options)
     find(scenarios(), lambda s: any(p.observed for p in schedule(s).placements), settings=options)
     find(scenarios(), lambda s: any(p.frozen for p in schedule(s).placements), settings=options)
+
+    def competes(scenario) -> bool:
+        """A new placement lands on a pool another deployment's replica is charged to."""
+        others = scenario[3]
+        taken = {(r["spec"]["clusterName"], pool) for r in others for pool, _ in _charges(r)}
+        return any(
+            p.observed is None and (p.cluster, e.pool) in taken
+            for p in schedule(scenario).placements
+            for e in p.engines
+        )
+
+    find(scenarios(), competes, settings=options)
