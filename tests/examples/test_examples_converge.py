@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import ipaddress
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -138,6 +139,16 @@ def test_every_example_directory_is_classified():
     """A new example must be added to one list, so it is either simulated or knowingly not."""
     directories = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
     assert directories == sorted(CONVERGING + RENDER_ONLY)
+
+
+@pytest.mark.parametrize("example", CONVERGING + RENDER_ONLY)
+def test_every_example_has_a_readme_with_its_command(example):
+    """Each README says what the example shows and gives the exact command, with real paths."""
+    readme = (EXAMPLES / example / "README.md").read_text()
+    verb = "simulate" if example in CONVERGING else "render"
+    assert f"modelplane {verb} examples/{example}" in readme
+    for path in re.findall(r"(?<![\w/])examples/[\w./-]+", readme):
+        assert (REPO / path.rstrip(".")).exists(), f"{example}/README.md names {path}"
 
 
 @pytest.mark.parametrize("example", CONVERGING)
