@@ -1,0 +1,97 @@
+"""Every function's command line, as a user (or Crossplane's Development runtime) starts it.
+
+``<function-name> --insecure --address HOST:PORT [--tls-certs-dir DIR] [--debug]`` must serve
+RunFunction over gRPC; a wrong flag is a usage error, never a traceback.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = sorted(p.name for p in (ROOT / "functions").iterdir() if p.is_dir())
+BIN = Path(sys.executable).parent  # the workspace virtualenv's scripts
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / FUNCTIONS[0]), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def started() -> Iterator[dict[str, int]]:
+    """Every function started at once (start-up dominates), each on its own port."""
+    ports = {name: _free_port() for name in FUNCTIONS}
+    processes = [
+        subprocess.Popen(
+            [str(BIN / name), "--insecure", "--debug", "--address", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, port in ports.items()
+    ]
+    yield ports
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_serves_run_function(started: dict[str, int], name: str):
+    request = fnv1.RunFunctionRequest()
+    request.observed.composite.resource.update(
+        {"apiVersion": "example.org/v1", "kind": "Unexpected", "metadata": {"name": "x"}}
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{started[name]}") as channel:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        response = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request, timeout=30)
+    # Whatever it makes of an XR it does not know, it answers and deletes nothing.
+    assert isinstance(response, fnv1.RunFunctionResponse)
+    assert len(response.desired.resources) == 0
+
+
+def test_an_unknown_flag_is_a_usage_error():
+    done = _run("--bogus")
+    assert done.returncode == 2
+    assert "No such option '--bogus'" in done.stderr
+    assert f"Usage: {FUNCTIONS[0]} [OPTIONS]" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_neither_insecure_nor_certificates_is_a_usage_error():
+    done = _run("--address", f"127.0.0.1:{_free_port()}")
+    assert done.returncode == 2
+    assert "give --insecure or --tls-certs-dir DIR" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_tls_certs_dir_is_accepted_and_missing_certificates_are_named(tmp_path: Path):
+    done = _run("--tls-certs-dir", str(tmp_path), "--address", f"127.0.0.1:{_free_port()}")
+    assert done.returncode == 1
+    assert "Error: cannot run function:" in done.stderr
+    assert str(tmp_path) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_lists_the_standard_flags():
+    done = _run("--help")
+    assert done.returncode == 0
+    for flag in ("--insecure", "--address", "--tls-certs-dir", "--debug"):
+        assert flag in done.stdout
