@@ -17,7 +17,7 @@ from modelplane.controlplane import session
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 # The examples that run to convergence in the simulator (issue 7); the others are for render.
-SIMULATED = ["quickstart", "platform", "routing", "canary", "multi-node"]
+SIMULATED = ["quickstart", "platform", "multi-cluster", "routing", "canary", "multi-node"]
 
 JSON = dict[str, Any]
 
@@ -125,7 +125,14 @@ def test_routing_example_invalid_endpoint_is_degraded(simulated, health):
 
 
 def test_examples_show_cloud_clusters_healthy(kinds_seen_healthy):
-    """Runs after the parametrized examples: the kinds only the platform example composes."""
+    """Runs after the parametrized examples: the kinds only provisioned clusters compose."""
     if not kinds_seen_healthy:
         pytest.skip("no example ran")
     assert {"GKECluster", "EKSCluster", "ServingStack", "InferenceCluster"} <= kinds_seen_healthy
+
+
+def test_examples_show_every_modelplane_kind_healthy(kinds_seen_healthy):
+    """Every kind's health check has run on a real converged sample, not only on made-up ones."""
+    if not kinds_seen_healthy:
+        pytest.skip("no example ran")
+    assert set(HEALTHY_MESSAGE) - kinds_seen_healthy == set()
