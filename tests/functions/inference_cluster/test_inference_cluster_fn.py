@@ -516,6 +516,7 @@ def test_replicas_on_the_cluster_block_its_deletion():
         (lambda s: s["cluster"].pop("gke"), "spec.cluster.gke is required"),
         (lambda s: s["cluster"].update(eks={"region": "us-east-1"}), "spec.cluster.eks is only"),
         (lambda s: s["nodePools"][0].pop("zones"), "spec.nodePools[].zones is required"),
+        (lambda s: s.pop("nodePools"), "spec.nodePools is required (at least one pool)"),
         (lambda s: s["nodePools"][0].update(name="system"), "must not be 'system'"),
         (lambda s: s["nodePools"][0].update(name="L4_pool"), "spec.nodePools[0].name"),
         (lambda s: s["nodePools"][0].update(nodeCount=5), "nodeCount must be <= maxNodeCount"),
