@@ -352,7 +352,9 @@ def test_every_phase_on_every_cluster_source(source: str, phase: str):
     assert f"pvc-{name}" in desired(rsp)  # the staged weights are never dropped
     artifact = condition(rsp, "ArtifactReady")
     expected = fnv1.STATUS_CONDITION_TRUE if phase == "Ready" else fnv1.STATUS_CONDITION_FALSE
-    assert artifact.status == expected
+    reason = {"Pending": "Hydrating", "Hydrating": "Hydrating", "Ready": "Staged"}.get(phase, phase)
+    assert (artifact.status, artifact.reason) == (expected, reason)  # model-cache.md §8
+    assert condition(rsp, "ClustersMatched").reason == "Matched"
     if phase == "Failed":
         assert "BackoffLimitExceeded" in entry["message"]
 
