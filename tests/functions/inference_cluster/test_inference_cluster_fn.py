@@ -235,8 +235,15 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
 
     sc = desired["storage-class-rwx"]
     manifest = sc["spec"]["forProvider"]["manifest"]
-    assert manifest["metadata"]["name"] == "modelplane-rwx"
-    assert manifest["parameters"] == {"tier": "enterprise", "network": "gke-us-central-vpc-7fk2p"}
+    assert manifest == {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "modelplane-rwx"},
+        "provisioner": "filestore.csi.storage.gke.io",
+        "parameters": {"tier": "enterprise", "network": "gke-us-central-vpc-7fk2p"},
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": True,
+    }  # fmt: skip
+    assert sc["metadata"]["namespace"] == NS
     assert validate_object(manifest) == []  # a valid core StorageClass
     assert sc["spec"]["providerConfigRef"] == {
         "kind": "ClusterProviderConfig", "name": cpc["metadata"]["name"]
