@@ -275,11 +275,16 @@ def test_provider_config_gate_closing_keeps_everything_on_the_cluster():
 
 
 def test_invalid_stack_holds_and_names_the_field():
-    observed = {k: observe(v) for k, v in desired_resources(run(GKE_STACK)).items()}
+    desired = desired_resources(run(GKE_STACK, with_provider_configs(GKE_STACK)))
+    observed = {k: observe(v) for k, v in desired.items()}
+    assert set(RELEASES) <= set(observed)  # a whole installed stack is at stake
     broken = copy.deepcopy(GKE_STACK)
     broken["spec"]["secrets"][0]["type"] = "Token"
     rsp = run(broken, observed)
-    assert set(desired_resources(rsp)) == set(observed)
+    held = desired_resources(rsp)
+    assert set(held) == set(observed)
+    for key, body in held.items():
+        assert body["spec"] == observed[key]["spec"], key
     ((severity, message),) = results(rsp)
     assert severity == "SEVERITY_WARNING" and "spec.secrets[0].type" in message
 
