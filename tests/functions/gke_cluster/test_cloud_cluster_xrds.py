@@ -81,9 +81,7 @@ def test_defaults_match_the_spec():
 def test_valid_examples_pass():
     assert problems("GKECluster", GKE) == []
     assert problems("EKSCluster", EKS) == []
-    result = CliRunner().invoke(
-        cli, ["validate", str(repo.root() / "examples" / "cloud-clusters")]
-    )
+    result = CliRunner().invoke(cli, ["validate", str(repo.root() / "examples" / "cloud-clusters")])
     assert result.exit_code == 0, result.output
 
 
