@@ -157,6 +157,9 @@ def files(tmp_path: Path) -> Callable[..., Path]:
 # The InferenceClass example, hosted in-process from the repository's entry points
 
 ROOT = Path(__file__).resolve().parents[2]
+# `uv run` names itself in $UV: after `python3 -m pip install uv` the uv binary need not be on
+# PATH (a --user install lands in ~/.local/bin), yet the README's `python3 -m uv run pytest` works.
+UV = os.environ.get("UV") or shutil.which("uv") or "uv"
 EXAMPLE = ROOT / "examples" / "platform" / "inferenceclass-l4.yaml"
 
 EXPECTED_CLASS = """---
@@ -205,7 +208,7 @@ def test_explicit_composition_argument_is_used():
 
 def test_cli_as_a_subprocess_prints_the_stream():
     done = subprocess.run(
-        ["uv", "run", "--frozen", "modelplane", "render", str(EXAMPLE)],
+        [UV, "run", "--frozen", "modelplane", "render", str(EXAMPLE)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -232,7 +235,7 @@ def test_functions_yaml_runs_against_a_function_started_by_hand(tmp_path):
     local = write(tmp_path / "functions.yaml", *functions)
     server = subprocess.Popen(
         [
-            "uv",
+            UV,
             "run",
             "--frozen",
             "compose-inference-class",
@@ -813,7 +816,7 @@ def test_kind_with_an_xrd_but_no_composition(tmp_path):
         tmp_path / "apis" / "inferenceclasses" / "definition.yaml",
     )
     done = subprocess.run(
-        ["uv", "run", "--frozen", "--project", str(ROOT), "modelplane", "render", str(EXAMPLE)],
+        [UV, "run", "--frozen", "--project", str(ROOT), "modelplane", "render", str(EXAMPLE)],
         cwd=ROOT,
         env={**os.environ, "MODELPLANE_ROOT": str(tmp_path)},
         capture_output=True,
