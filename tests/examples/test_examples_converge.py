@@ -141,6 +141,11 @@ def test_every_example_directory_is_classified():
     assert directories == sorted(CONVERGING + RENDER_ONLY)
 
 
+def test_examples_index_links_every_directory():
+    index = (EXAMPLES / "README.md").read_text()
+    assert sorted(set(re.findall(r"\]\(([\w-]+)/\)", index))) == sorted(CONVERGING + RENDER_ONLY)
+
+
 @pytest.mark.parametrize("example", CONVERGING + RENDER_ONLY)
 def test_every_example_has_a_readme_with_its_command(example):
     """Each README says what the example shows and gives the exact command, with real paths."""
