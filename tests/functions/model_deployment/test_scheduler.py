@@ -339,6 +339,30 @@ def test_unpublished_gpu_pools_keep_the_replica_and_place_nothing_new():
     assert result.shortfall == "1 no status.gpuPools published"
 
 
+def test_malformed_device_data_in_the_pinned_pool_keeps_the_replica_as_observed():
+    deployment = f.spec()
+    garbled = f.pool("p", 2, dict(f.gpu(), attributes=["not", "a", "map"]))
+    result = f.run(deployment, [f.cluster("a", garbled)], [f.replica(deployment, "a", 0)])
+    assert f.where(result) == ["a/0"] and result.placements[0].frozen
+
+
+def test_a_pool_that_cannot_fit_even_with_its_unreadable_devices_still_moves_the_replica():
+    garbled = f.pool("p", 2, dict(f.gpu(count=1), capacity="garbage"))
+    old = f.spec()
+    wider = f.spec(1, f.standalone(count=8))  # one node of "p" has one device at most
+    clusters = [f.cluster("a", garbled, f.pool("q", 2, f.gpu(count=8)))]
+    result = f.run(wider, clusters, [f.replica(old, "a", 0)])
+    assert f.where(result) == ["a/0"] and f.pools_of(result) == [["q"]]
+    assert not result.placements[0].frozen
+
+
+def test_an_entry_whose_name_cannot_be_read_keeps_replicas_pinned_to_missing_pools():
+    deployment = f.spec()
+    nameless = {"nodes": 2, "devices": [f.gpu()]}
+    result = f.run(deployment, [f.cluster("a", nameless)], [f.replica(deployment, "a", 0)])
+    assert f.where(result) == ["a/0"] and result.placements[0].frozen
+
+
 def test_a_malformed_entry_does_not_hide_the_clusters_other_pools():
     fleet = [f.cluster("a", {"name": "broken", "devices": 7}, f.pool("p", 1))]
     assert f.pools_of(f.run(f.spec(), fleet)) == [["p"]]

@@ -264,7 +264,7 @@ def test_new_placements_never_overcommit_a_pool_shared_with_other_deployments(sc
 
 def _survives(deployment, clusters_by_name, replica) -> bool:
     """Whether an observed replica of ours may stay: its cluster exists and every pinned pool
-    is unreadable (cannot be judged) or still published and matching the current spec."""
+    is unreadable (cannot be judged) or still published and not proven to fail the spec."""
     cluster = clusters_by_name.get(replica["spec"]["clusterName"])
     if cluster is None:
         return False
@@ -280,7 +280,11 @@ def _survives(deployment, clusters_by_name, replica) -> bool:
         if not isinstance(entry.get("devices"), list):
             continue
         pool = devices.parse_pool(entry)
-        resolved = [devices.match_member(m.requests, pool) for m in engine.members]
+        # Only a pool proven not to fit moves a replica: devices whose data cannot be read
+        # are given the benefit of the doubt.
+        resolved = [
+            devices.match_member(m.requests, pool, unreadable_matches=True) for m in engine.members
+        ]
         if any(r is None for r in resolved) or not any(resolved):
             return False
     return True

@@ -171,25 +171,31 @@ def compile_requests(requests: tuple[Request, ...] | None) -> list[tuple[str, in
 _matches: dict[tuple[Any, Any], tuple[Resolved, ...] | None] = {}
 
 
-def match_member(requests: tuple[Request, ...] | None, pool: Pool) -> tuple[Resolved, ...] | None:
+def match_member(
+    requests: tuple[Request, ...] | None, pool: Pool, *, unreadable_matches: bool = False
+) -> tuple[Resolved, ...] | None:
     """The member's resolved ``DRA`` requests on the pool, or None when the pool does not match.
 
     An empty tuple is a match that claims nothing (no nodeSelector, or only Synthetic devices).
-    Selectors must have been compiled (compile_requests) first.
+    ``unreadable_matches`` lets devices whose data cannot be read satisfy every selector (to
+    tell "does not fit" from "cannot be judged"). Selectors must have been compiled
+    (compile_requests) first.
     """
     if requests is None:
         return ()
-    key = (requests, pool.signature)
+    key = (requests, pool.signature, unreadable_matches)
     if key in _matches:
         return _matches[key]
-    result = _match(requests, pool)
+    result = _match(requests, pool, unreadable_matches)
     if len(_matches) >= _MAX_CACHE:
         _matches.clear()
     _matches[key] = result
     return result
 
 
-def _match(requests: tuple[Request, ...], pool: Pool) -> tuple[Resolved, ...] | None:
+def _match(
+    requests: tuple[Request, ...], pool: Pool, unreadable_matches: bool
+) -> tuple[Resolved, ...] | None:
     remaining = [device.count for device in pool.devices]
     resolved = []
     for request in requests:
@@ -197,7 +203,10 @@ def _match(requests: tuple[Request, ...], pool: Pool) -> tuple[Resolved, ...] | 
         for i, device in enumerate(pool.devices):
             if remaining[i] < request.count:
                 continue
-            if all(dracel.matches(selector, device.cel) for selector in selectors):
+            unreadable = device.cel.value is None
+            if (unreadable and unreadable_matches) or all(
+                dracel.matches(selector, device.cel) for selector in selectors
+            ):
                 remaining[i] -= request.count
                 if device.claim != "Synthetic":
                     resolved.append(

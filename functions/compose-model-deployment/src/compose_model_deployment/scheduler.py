@@ -117,6 +117,8 @@ class Cluster:
     pools: Mapping[str, Pool]  # readable pools, in published order
     unreadable_pools: frozenset[str]  # published names whose entries cannot be read
     pools_unknown: str  # non-empty when status.gpuPools as a whole cannot be used: why
+    # A malformed entry without a readable name: any pin missing from ``pools`` may be it.
+    nameless_entries: bool = False
 
     def ineligibility(self) -> str | None:
         """Why no new replica may be placed here, or None."""
@@ -146,6 +148,7 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
     pools: dict[str, Pool] = {}
     unreadable: set[str] = set()
     unknown = ""
+    nameless = False
     raw_pools = status.get("gpuPools")
     if raw_pools is None:
         # Not published yet (or withheld while a class resolves): nothing pinned here may move.
@@ -160,6 +163,8 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
                 name = raw.get("name") if isinstance(raw, dict) else None
                 if isinstance(name, str) and name:
                     unreadable.add(name)
+                else:
+                    nameless = True
                 continue
             pools.setdefault(pool.name, pool)
     return Cluster(
@@ -171,6 +176,7 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
         pools=pools,
         unreadable_pools=frozenset(unreadable - pools.keys()),
         pools_unknown=unknown,
+        nameless_entries=nameless,
     )
 
 
@@ -373,9 +379,15 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
             continue
         pool = cluster.pools.get(pin) if isinstance(pin, str) else None
         if pool is None:
+            if cluster.nameless_entries:
+                frozen = True  # the pinned pool may be the entry whose name cannot be read
+                continue
             return None  # the cluster no longer publishes the pool
         resolved = tuple(devices.match_member(m.requests, pool) for m in engine.members)
         if any(r is None for r in resolved) or not any(resolved):
+            if _fails_only_on_unreadable_devices(engine, pool):
+                frozen = True  # malformed device data, not the spec, rules the pool out
+                continue
             return None
         engines.append(EnginePlacement(pool.name, tuple(r or () for r in resolved)))
     return Placement(
@@ -386,6 +398,17 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
         observed=replica,
         frozen=frozen,
     )
+
+
+def _fails_only_on_unreadable_devices(engine: Engine, pool: Pool) -> bool:
+    """Whether the engine would fit the pool if its unreadable devices matched: then the
+    pool is not proven to fail the spec, and a replica pinned there must not move."""
+    if all(device.cel.value is not None for device in pool.devices):
+        return False
+    optimistic = [
+        devices.match_member(m.requests, pool, unreadable_matches=True) for m in engine.members
+    ]
+    return all(r is not None for r in optimistic) and any(optimistic)
 
 
 def _scale_down(kept: list[Placement], replicas: int) -> list[Placement]:
