@@ -287,6 +287,11 @@ def test_no_routable_endpoint_keeps_the_route_without_backends():
     assert "backendRefs" not in rule
     assert rule["matches"][0]["path"]["value"] == "/ml-team/chat/"
     assert condition(rsp, "RoutingReady").reason == "Configuring"
+    # Even once the gateway accepts the route, a route with no backend is not "configured".
+    rsp = run(xr, resolve(xr, pool), {"httproute": accepted(route_of(rsp))})
+    routing = condition(rsp, "RoutingReady")
+    assert (routing.status, routing.reason) == (fnv1.STATUS_CONDITION_FALSE, "Configuring")
+    assert rsp.desired.resources["httproute"].ready == fnv1.READY_FALSE
 
 
 def test_no_matching_endpoint_composes_no_route_and_is_not_ready():
