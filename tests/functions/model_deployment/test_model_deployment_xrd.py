@@ -60,12 +60,19 @@ def pd(prefill: dict, decode: dict) -> dict[str, Any]:
     )
 
 
+def _gang_without_worker_block() -> dict[str, Any]:
+    """A Worker may omit ``worker`` (it then spans one node)."""
+    engine = gang()
+    del engine["members"][1]["worker"]
+    return engine
+
+
 VALID = {
     "standalone": deployment(),
     "gang with cache": deployment(engines=[gang()], modelCacheRef={"name": "weights"}),
     "prefill-decode": pd(standalone("prefill", phase="Prefill"), gang("decode", phase="Decode")),
     "worker without worker block": deployment(
-        engines=[{**gang(), "members": [gang()["members"][0], {**gang()["members"][1]}]}],
+        engines=[_gang_without_worker_block()],
         modelCacheRef={"name": "weights"},
     ),
 }
