@@ -297,3 +297,17 @@ def test_a_crd_no_longer_shipped_is_kept():
     old["metadata"]["name"] = "tlsroutes.gateway.networking.k8s.io"
     observed["gateway-api-crd-tlsroutes"] = old
     assert "gateway-api-crd-tlsroutes" in desired_resources(run(DEFAULT, observed))
+
+
+def test_a_spec_the_schema_would_reject_holds_what_exists():
+    observed = converge(METALLB)
+    broken = copy.deepcopy(METALLB)
+    broken["spec"]["traefik"]["loadBalancer"] = "Cilium"
+    rsp = run(broken, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)  # MetalLB and Traefik stay installed
+    for key, body in desired.items():
+        assert body.get("spec") == observed[key].get("spec"), key
+    status, reason, message = conditions(rsp)["ControllerReady"]
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert "spec.traefik.loadBalancer" in message
