@@ -543,3 +543,19 @@ def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
 def test_status_fields_crossplane_adds_do_not_stop_the_function():
     xr = {**GKE, "status": {"claimConditionTypes": ["X"], "crossplane": {"x": 1}}}
     assert set(desired_resources(run(xr))) == {"gke-cluster"}
+
+
+def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field():
+    observed = converge_gke()
+    previous = desired_status(run(GKE, observed))
+    broken = copy.deepcopy({**GKE, "status": previous})
+    broken["spec"]["nodePools"][0]["nodeCount"] = -1
+    rsp = run(broken, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    for key, body in desired.items():
+        assert body["spec"] == observed[key]["spec"], key
+    assert desired_status(rsp) == previous
+    status, reason, message = conditions(rsp)["ClusterReady"]
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert "spec.nodePools[0].nodeCount" in message
