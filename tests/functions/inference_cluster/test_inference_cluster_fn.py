@@ -474,10 +474,27 @@ def test_existing_cluster_composes_provider_config_and_stack_at_once():
         {"type": "Kubeconfig", "name": "lab-h100-kubeconfig", "key": "kubeconfig"},
         {"type": "GCPServiceAccountKey", "name": "lab-h100-sa", "key": "private_key"},
     ]
+    assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # the driver under "/"
     assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
     status = desired_status(rsp)
     assert status["providerConfigRef"]["name"] == child_name("lab-h100", "cluster-kubeconfig")
     assert status["gpuPools"][0]["name"] == "h100" and status["gpuPools"][0]["nodes"] == 2
+
+
+def test_existing_cluster_converges_once_its_stack_is_ready():
+    desired = desired_resources(run(EXISTING))
+    observed = {
+        "cluster-provider-config-kubernetes": observe(
+            desired["cluster-provider-config-kubernetes"], ready_status()
+        ),
+        "serving-stack": observe(
+            desired["serving-stack"], ready_status(gateway={"address": "10.89.0.7"})
+        ),
+    }
+    rsp = run(EXISTING, observed)
+    assert all(desired_ready(rsp).values()), desired_ready(rsp)
+    assert desired_status(rsp)["gateway"] == {"address": "10.89.0.7"}
+    assert conditions(rsp)["BackendReady"][:2] == ("True", "BackendHealthy")
 
 
 def test_existing_cluster_without_pools_publishes_no_pools():
