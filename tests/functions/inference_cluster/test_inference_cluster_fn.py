@@ -448,6 +448,22 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     }  # fmt: skip
 
 
+def test_eks_cluster_converges_with_gateway_address_and_every_resource_ready():
+    eks = desired_resources(run(EKS))["eks-cluster"]
+    observed = {"eks-cluster": observe(eks, provider_status("EKSCluster", "eks-us-east"))}
+    for key, body in desired_resources(run(EKS, observed)).items():
+        if key not in observed:
+            extra = {"gateway": {"address": "3.4.5.6"}} if key == "serving-stack" else {}
+            observed[key] = observe(body, ready_status(**extra))
+    rsp = run(EKS, observed)
+    assert set(desired_resources(rsp)) == set(observed)
+    assert all(desired_ready(rsp).values()), desired_ready(rsp)
+    assert desired_status(rsp)["gateway"] == {"address": "3.4.5.6"}
+    conds = conditions(rsp)
+    assert conds["ClusterReady"][:2] == ("True", "ClusterRunning")
+    assert conds["BackendReady"][:2] == ("True", "BackendHealthy")
+
+
 def test_eks_rejects_gke_only_class():
     xr = copy.deepcopy(EKS)
     xr["spec"]["nodePools"][0]["className"] = "gke-l4-1x-g2"
