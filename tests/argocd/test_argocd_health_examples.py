@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from modelplane.controlplane import session
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -67,23 +66,17 @@ HEALTHY_MESSAGE: dict[str, Callable[[JSON], str]] = {
 
 
 @pytest.fixture(scope="module")
-def simulated() -> Callable[[str], list[JSON]]:
+def simulated(converged_example) -> Callable[[str], list[JSON]]:
     """``simulated(example)``: its Modelplane resources after a simulate run (run once)."""
-    runs: dict[str, list[JSON]] = {}
 
     def run(name: str) -> list[JSON]:
-        directory = EXAMPLES / name
-        if not directory.is_dir():
+        if not (EXAMPLES / name).is_dir():
             pytest.skip(f"examples/{name} does not exist yet")
-        if name not in runs:
-            with session(directory) as plane:
-                plane.run(max_rounds=60)
-                runs[name] = [
-                    obj
-                    for obj in plane.objects()
-                    if str(obj.get("apiVersion", "")).split("/")[0].endswith("modelplane.ai")
-                ]
-        return runs[name]
+        return [
+            obj
+            for obj in converged_example(name).objects
+            if str(obj.get("apiVersion", "")).split("/")[0].endswith("modelplane.ai")
+        ]
 
     return run
 

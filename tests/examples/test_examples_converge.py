@@ -15,14 +15,13 @@ import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from modelplane.controlplane import ControlPlane, Convergence, session
+from modelplane.controlplane import ControlPlane, Convergence
 from modelplane.kube import condition, condition_status
 from modelplane.main import cli
 from modelplane.providers import matching
@@ -101,19 +100,14 @@ class Simulated:
 
 
 @pytest.fixture(scope="module")
-def simulated() -> Iterator[Callable[[str], Simulated]]:
-    """``simulated(example)``: the example run to convergence (once per module)."""
-    runs: dict[str, Simulated] = {}
-    with ExitStack() as stack:
+def simulated(converged_example) -> Callable[[str], Simulated]:
+    """``simulated(example)``: the example run to convergence (once per test session)."""
 
-        def run(name: str) -> Simulated:
-            if name not in runs:
-                plane = stack.enter_context(session(EXAMPLES / name))
-                outcome = plane.run(max_rounds=60)
-                runs[name] = Simulated(plane, outcome, copy.deepcopy(plane.objects()))
-            return runs[name]
+    def run(name: str) -> Simulated:
+        converged = converged_example(name)
+        return Simulated(converged.plane, converged.outcome, converged.objects)
 
-        yield run
+    return run
 
 
 def _in_metallb_pool(address: str) -> bool:
