@@ -1,8 +1,10 @@
 """Write docs/argocd/argocd-cm.yaml from the Lua health checks in docs/argocd/health/.
 
 Each ``health/<kind>.lua`` (the kind in lower case) is the source of truth; the ConfigMap embeds
-it verbatim under ``resource.customizations.health.<group>_<Kind>``, the group and Kind taken
-from the XRDs in apis/, so every Modelplane kind must have a check and no check may be stray.
+it under ``resource.customizations.health.<group>_<Kind>``, the group and Kind taken from the
+XRDs in apis/, so every Modelplane kind must have a check and no check may be stray. Argo CD
+runs each script alone, with no way to load a module, so the helpers every check uses live once
+in ``health/_shared.lua`` and replace each script's ``-- @include _shared.lua`` line.
 
     uv run python docs/argocd/generate_configmap.py           # rewrite the ConfigMap
     uv run python docs/argocd/generate_configmap.py --check   # exit 1 if it is out of date
@@ -21,6 +23,8 @@ REPO = HERE.parent.parent
 HEALTH_DIR = HERE / "health"
 CONFIGMAP = HERE / "argocd-cm.yaml"
 KEY_PREFIX = "resource.customizations.health."
+SHARED = "_shared.lua"
+INCLUDE = f"-- @include {SHARED}\n"
 
 HEADER = """\
 # Argo CD health checks for every Modelplane kind (see docs/argocd.md).
@@ -58,7 +62,7 @@ def health_checks(
 ) -> dict[str, str]:
     """``ConfigMap key -> Lua source``, one per kind, sorted by key."""
     kinds = modelplane_kinds() if kinds is None else kinds
-    scripts = {path.stem: path for path in sorted(health_dir.glob("*.lua"))}
+    scripts = {path.stem: path for path in sorted(health_dir.glob("*.lua")) if path.name != SHARED}
     stray = sorted(set(scripts) - set(kinds))
     missing = sorted(set(kinds) - set(scripts))
     if stray or missing:
@@ -67,10 +71,14 @@ def health_checks(
             f"no health check {health_dir}/{name}.lua for kind {kinds[name][1]}" for name in missing
         ]
         raise HealthCheckError("; ".join(problems))
+    shared = (health_dir / SHARED).read_text()
     checks = {}
     for name, path in scripts.items():
         group, kind = kinds[name]
-        checks[f"{KEY_PREFIX}{group}_{kind}"] = path.read_text()
+        source = path.read_text()
+        if source.count(INCLUDE) != 1:
+            raise HealthCheckError(f"{path} must include the shared helpers once: {INCLUDE!r}")
+        checks[f"{KEY_PREFIX}{group}_{kind}"] = source.replace(INCLUDE, shared)
     return dict(sorted(checks.items()))
 
 

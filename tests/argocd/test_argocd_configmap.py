@@ -15,6 +15,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ARGOCD = REPO / "docs" / "argocd"
 HEALTH = ARGOCD / "health"
+SHARED = HEALTH / "_shared.lua"
+INCLUDE = "-- @include _shared.lua\n"
+KIND_SCRIPTS = sorted(p for p in HEALTH.glob("*.lua") if p != SHARED)
 KINDS = {
     "modelplane.ai": {
         "InferenceGateway",
@@ -63,25 +66,33 @@ def test_configmap_has_one_health_check_per_modelplane_kind_embedding_its_file()
     }
     assert set(data) == set(expected)
     for key, path in expected.items():
-        assert data[key] == path.read_text(), f"{key} does not embed {path.name} verbatim"
+        source = path.read_text().replace(INCLUDE, SHARED.read_text())
+        assert data[key] == source, f"{key} does not embed {path.name} with the shared helpers"
 
 
-def test_every_lua_file_shares_the_same_helpers():
-    """Argo CD gives each script its own VM, so the helpers are repeated; they must not drift."""
-    blocks = {}
-    for path in sorted(HEALTH.glob("*.lua")):
-        found = re.search(r"^-- BEGIN shared.*?^-- END shared$", path.read_text(), re.S | re.M)
-        assert found, f"{path.name} has no shared block"
-        blocks[path.name] = found.group(0)
-    assert len(blocks) == 11
-    assert len(set(blocks.values())) == 1, "shared blocks differ"
+def test_every_check_carries_the_shared_helpers_exactly_once():
+    """Argo CD gives each script its own VM, so the generator inlines the shared helpers."""
+    for path in KIND_SCRIPTS:
+        assert path.read_text().count(INCLUDE) == 1, path.name
+    for key, source in configmap_data().items():
+        assert source.count(SHARED.read_text()) == 1, key
+        assert INCLUDE not in source, key
+
+
+def test_generator_refuses_a_check_without_the_shared_helpers(generator, tmp_path):
+    health = tmp_path / "health"
+    shutil.copytree(HEALTH, health)
+    script = health / "modelcache.lua"
+    script.write_text(script.read_text().replace(INCLUDE, ""))
+    with pytest.raises(generator.HealthCheckError, match=r"modelcache\.lua must include"):
+        generator.health_checks(health)
 
 
 def test_scripts_use_only_what_argo_cds_sandbox_provides():
     """Argo CD opens only the base and table libraries (string, math, io, os are off unless an
     admin sets useOpenLibs); a call on a rarely taken branch would only fail in production."""
     forbidden = re.compile(r"\b(string|math|io|os|debug|require|load|loadstring|dofile)\b|:\w+\(")
-    for path in sorted(HEALTH.glob("*.lua")):
+    for path in sorted(HEALTH.glob("*.lua")):  # the shared helpers included
         for number, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("--", 1)[0]
             # Quoted text is data, not a call.
@@ -90,7 +101,8 @@ def test_scripts_use_only_what_argo_cds_sandbox_provides():
 
 
 def test_every_script_returns_a_health_table():
-    for path in sorted(HEALTH.glob("*.lua")):
+    assert len(KIND_SCRIPTS) == 11
+    for path in KIND_SCRIPTS:
         assert path.read_text().rstrip().endswith("return health()"), path.name
 
 
