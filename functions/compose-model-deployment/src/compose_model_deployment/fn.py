@@ -47,11 +47,15 @@ def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
     }
 
 
-def _previous_reason(composite: Mapping[str, Any]) -> str:
+def _previous(composite: Mapping[str, Any], kind: str, field: str) -> str:
     for condition in (composite.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == SCHEDULED:
-            return str(condition.get("reason", ""))
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return str(condition.get(field, ""))
     return ""
+
+
+def _previous_reason(composite: Mapping[str, Any]) -> str:
+    return _previous(composite, SCHEDULED, "reason")
 
 
 def replica_manifest(deployment: Deployment, placement: Placement) -> JSON:
@@ -136,23 +140,28 @@ def _readiness(
     placed: int,
     ready: int,
     wanted: int,
+    *,
     degraded: Mapping[str, str] | None = None,
+    overcommitted: str = "",
 ) -> None:
     """``ReplicasReady`` is judged against spec.replicas, not against what was placed (D6).
 
     ``degraded`` (cluster -> why it cannot serve) names the clusters whose replicas are kept
-    but withheld from traffic, so the message says why they do not count.
+    but withheld from traffic, so the message says why they do not count. ``overcommitted``
+    names pools that shrank under kept replicas (why pods may be Pending); it changes no status.
     """
+    suffix = f"; {overcommitted}" if overcommitted else ""
     if placed == 0:
         outcome.condition(READY, False, "NoReplicasScheduled")
     elif ready >= wanted:
-        outcome.condition(READY, True, "AllReplicasReady", f"{ready} of {wanted} ready")
+        message = f"{ready} of {wanted} ready{suffix}"
+        outcome.condition(READY, True, "AllReplicasReady", message)
     else:
         message = f"{ready} of {wanted} ready"
         if degraded:
             where = ", ".join(f"{name} ({why})" for name, why in sorted(degraded.items()))
             message += f"; withheld from traffic: {where}"
-        outcome.condition(READY, False, "ModelStarting", message)
+        outcome.condition(READY, False, "ModelStarting", message + suffix)
 
 
 def _cannot_serve(cluster: Cluster) -> str | None:
@@ -288,7 +297,12 @@ def _outcome(
             f"Scheduled {placed} replicas across {len(where)} clusters: {', '.join(where)}",
             reason="Scheduled",
         )
-    _readiness(outcome, placed, ready, wanted, degraded)
+    overcommitted = scheduler.overcommit_message(result)
+    _readiness(outcome, placed, ready, wanted, degraded=degraded, overcommitted=overcommitted)
+    was_overcommitted = scheduler.OVERCOMMITTED in _previous(request.composite, READY, "message")
+    if overcommitted and not was_overcommitted:
+        # Only on the transition, like the capacity Warning: the condition carries the rest.
+        outcome.event("Warning", overcommitted, reason="CapacityOvercommitted")
     if placed == 0 or ready < wanted:
         # With nothing composed Crossplane would call the deployment trivially ready.
         outcome.composite_ready = False

@@ -13,7 +13,8 @@ Three phases, rerun in full on every reconcile:
 Nothing is lost: a replica pinned to a cluster or pool whose published state cannot be read is
 kept exactly as observed, and only a deleted cluster, a scale-down or a pool that no longer
 satisfies the spec moves one. When the schedule falls short, each cluster's reason is
-recorded and aggregated into a Kubernetes-scheduler-style message.
+recorded and aggregated into a Kubernetes-scheduler-style message; pools that shrank under
+kept replicas (ledger negative) are recorded too, but nothing moves because of them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from compose_model_deployment.devices import Pool, Request, Resolved
 
 MAX_MESSAGE_LENGTH = 1024
 MAX_REASON_GROUPS = 6
+OVERCOMMITTED = "over-committed"
 
 
 class InvalidSelectorError(ValueError):
@@ -245,11 +247,27 @@ class Placement:
     frozen: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class Overcommit:
+    """A pool whose retained replicas (ours and others') need more nodes than it publishes."""
+
+    cluster: str
+    pool: str
+    needs: int
+    has: int
+
+    def __str__(self) -> str:
+        return f'{self.cluster} pool "{self.pool}" needs {self.needs} nodes, has {self.has}'
+
+
 @dataclasses.dataclass
 class Schedule:
     placements: list[Placement]
     checked: int  # clusters in the set
     shortfall: str = ""  # per-cluster reasons for replicas that could not be placed
+    # Pools hosting our kept replicas that are charged beyond their size (spec §5.5 item 5);
+    # reported only: retention ignores capacity, so nothing moves. Sorted by cluster, pool.
+    overcommitted: list[Overcommit] = dataclasses.field(default_factory=list)
 
 
 # --- matching a deployment against one cluster ---------------------------------------------
@@ -470,6 +488,24 @@ def schedule(
             if key in free:
                 free[key] -= nodes
 
+    # A pool that shrank under its replicas leaves the ledger negative: say so, move nothing.
+    our_pools = {
+        (p.cluster, pool)
+        for p in kept
+        if p.observed is not None
+        for pool, _ in p.observed.charges()
+    }
+    overcommitted = [
+        Overcommit(
+            cluster,
+            pool,
+            in_set[cluster].pools[pool].nodes - left,
+            in_set[cluster].pools[pool].nodes,
+        )
+        for (cluster, pool), left in sorted(free.items())
+        if left < 0 and (cluster, pool) in our_pools
+    ]
+
     # Phase 3: fill.
     placements = list(kept)
     load = Counter(p.cluster for p in placements)
@@ -510,7 +546,12 @@ def schedule(
         load[cluster.name] += 1
 
     placements.sort(key=lambda p: (p.cluster, p.index))
-    return Schedule(placements=placements, checked=len(in_set), shortfall=shortfall)
+    return Schedule(
+        placements=placements,
+        checked=len(in_set),
+        shortfall=shortfall,
+        overcommitted=overcommitted,
+    )
 
 
 def _same_name(
@@ -547,6 +588,20 @@ def scheduled_message(schedule_: Schedule, wanted: int) -> str:
         head = f"{placed} of {wanted} replicas scheduled"
         tail = f"; 0/{total} clusters available for the rest"
     message = head + (f"{tail}: {schedule_.shortfall}" if schedule_.shortfall else "")
+    if len(message) > MAX_MESSAGE_LENGTH:
+        message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
+    return message
+
+
+def overcommit_message(schedule_: Schedule) -> str:
+    """``over-committed: a pool "p" needs 4 nodes, has 2``, or "" when every pool fits."""
+    found = schedule_.overcommitted
+    if not found:
+        return ""
+    shown = [str(o) for o in found[:MAX_REASON_GROUPS]]
+    if len(found) > MAX_REASON_GROUPS:
+        shown.append(f"{len(found) - MAX_REASON_GROUPS} more pools")
+    message = f"{OVERCOMMITTED}: " + ", ".join(shown)
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
     return message
