@@ -229,7 +229,7 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
         ):
             return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
     issues = _check_metadata(obj)
-    value = defaulted(obj, xrd.Catalog({(definition.group, definition.kind): definition}, {}))
+    value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
     legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
         definition.body["spec"].get("scope") == "LegacyCluster"
     )
