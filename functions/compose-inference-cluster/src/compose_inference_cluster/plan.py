@@ -13,6 +13,7 @@ from typing import Any
 
 import pydantic
 from modelplane_common.function import Outcome, Selector, Severity, validation_summary
+from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -58,7 +59,7 @@ def compose(
     _guard_replicas(outcome, name, observed, required.get(REPLICAS_REQUIREMENT))
 
     try:
-        cluster = ic.InferenceCluster.model_validate(_without_status(xr))
+        cluster = ic.InferenceCluster.model_validate(without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(
             outcome,
@@ -310,8 +311,3 @@ def _status(
     if address and rs.KEY_SERVING_STACK in outcome.resources:
         status["gateway"] = {"address": address}
     return status
-
-
-def _without_status(xr: JSON) -> JSON:
-    """The XR to check against its model: Crossplane owns status and may add fields to it."""
-    return {k: v for k, v in xr.items() if k != "status"}

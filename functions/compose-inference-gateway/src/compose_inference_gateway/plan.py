@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 import pydantic
 from modelplane_common.function import Outcome, validation_summary
+from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready, is_true
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencegateway import InferenceGateway
@@ -31,7 +32,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         )
         return _hold(outcome, observed, "InvalidName", message)
     try:
-        gateway = InferenceGateway.model_validate(_without_status(xr))
+        gateway = InferenceGateway.model_validate(without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(outcome, observed, "InvalidSpec", validation_summary(err))
 
@@ -124,8 +125,3 @@ def _hold(outcome: Outcome, observed: Mapping[str, JSON], reason: str, message: 
     outcome.event("Warning", message, reason=reason)
     outcome.composite_ready = False
     return outcome
-
-
-def _without_status(xr: JSON) -> JSON:
-    """The XR to check against its model: Crossplane owns status and may add fields to it."""
-    return {k: v for k, v in xr.items() if k != "status"}

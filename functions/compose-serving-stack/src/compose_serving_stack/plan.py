@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import pydantic
 from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.helm import EXTERNAL_NAME
+from modelplane_common.managed import without_status
 from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -26,7 +27,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     metadata = xr.get("metadata") or {}
     name, namespace = metadata.get("name", ""), metadata.get("namespace") or "modelplane-system"
     try:
-        stack = ss.ServingStack.model_validate(_without_status(xr))
+        stack = ss.ServingStack.model_validate(without_status(xr))
     except pydantic.ValidationError as err:
         return _hold(outcome, observed, f"invalid ServingStack: {validation_summary(err)}")
     secrets = stack.spec.secrets
@@ -120,8 +121,3 @@ def _hold(outcome: Outcome, observed: Mapping[str, JSON], message: str) -> Outco
     outcome.event("Warning", message, reason="InvalidSpec")
     outcome.composite_ready = False
     return outcome
-
-
-def _without_status(xr: JSON) -> JSON:
-    """The XR to check against its model: Crossplane owns status and may add fields to it."""
-    return {k: v for k, v in xr.items() if k != "status"}
