@@ -38,7 +38,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
-from modelplane_common.plain import to_plain
+from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import CHANNEL_OPTIONS, BackgroundServer
 
 JSON = dict[str, Any]
@@ -320,7 +320,7 @@ class ResourcePool:
             if self.honour_namespaces and namespace is not None:
                 found = [o for o in found if _meta(o).get("namespace") == namespace]
             found = sorted(found, key=_namespaced_key)
-        return fnv1.Resources(items=[fnv1.Resource(resource=_struct(o)) for o in found])
+        return fnv1.Resources(items=[fnv1.Resource(resource=to_struct(o)) for o in found])
 
 
 def _meta(obj: JSON) -> JSON:
@@ -337,12 +337,6 @@ def _name_key(obj: JSON) -> str:
 
 def _namespaced_key(obj: JSON) -> str:
     return f"{_meta(obj).get('namespace', '')}/{_meta(obj).get('name', '')}"
-
-
-def _struct(value: JSON) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(value)
-    return struct
 
 
 def _bootstrap(step: JSON) -> tuple[dict[str, fnv1.ResourceSelector], list[str]]:
@@ -481,12 +475,12 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
     Secret to its data. Raises PipelineError on a Fatal result or a failing step.
     """
     observed_state = fnv1.State(
-        composite=fnv1.Resource(resource=_struct(xr)),
-        resources={name: fnv1.Resource(resource=_struct(obj)) for name, obj in observed.items()},
+        composite=fnv1.Resource(resource=to_struct(xr)),
+        resources={name: fnv1.Resource(resource=to_struct(obj)) for name, obj in observed.items()},
     )
     pool = ResourcePool(list(required), honour_namespaces=honour_namespaces)
     desired = fnv1.State()
-    pipeline_context: struct_pb2.Struct | None = _struct(context or {})
+    pipeline_context: struct_pb2.Struct | None = to_struct(context or {})
     conditions: list[JSON] = []
     results: list[JSON] = []
     ttl: float | None = None
@@ -504,7 +498,7 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
             if pipeline_context is not None:
                 req.context.CopyFrom(pipeline_context)
             if step.get("input") is not None:
-                req.input.CopyFrom(_struct(step["input"]))
+                req.input.CopyFrom(to_struct(step["input"]))
             selectors, schema_names = _bootstrap(step)
             for key, selector in selectors.items():
                 req.required_resources[key].CopyFrom(pool.fetch(selector))
