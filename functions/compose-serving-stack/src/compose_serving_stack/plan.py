@@ -10,8 +10,7 @@ from collections.abc import Mapping
 
 import pydantic
 from modelplane_common.function import Outcome, validation_summary
-from modelplane_common.helm import EXTERNAL_NAME
-from modelplane_common.managed import without_status
+from modelplane_common.managed import held_with_external_name, without_status
 from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -96,11 +95,7 @@ def _compose_remote(
 def _held(body: JSON) -> JSON:
     """A hold copy that keeps the Helm release name this function set: without it, SSA would
     drop the annotation and provider-helm would install the chart again under a new name."""
-    copy = held(body)
-    release_name = ((body.get("metadata") or {}).get("annotations") or {}).get(EXTERNAL_NAME)
-    if body.get("kind") == "Release" and release_name:
-        copy["metadata"].setdefault("annotations", {})[EXTERNAL_NAME] = release_name
-    return copy
+    return held_with_external_name(body) if body.get("kind") == "Release" else held(body)
 
 
 def _gateway_address(gateway_object: JSON | None) -> str | None:
