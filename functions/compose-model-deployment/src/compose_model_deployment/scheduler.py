@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from modelplane_common.observed import is_ready
+
 from compose_model_deployment import devices, names
 from compose_model_deployment.devices import Pool, Request, Resolved
 
@@ -135,13 +137,6 @@ class Cluster:
         return None
 
 
-def _condition_true(obj: Mapping[str, Any], kind: str) -> bool:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == kind:
-            return condition.get("status") == "True"
-    return False
-
-
 def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
     status = obj.get("status") or {}
     metadata = obj.get("metadata") or {}
@@ -172,7 +167,7 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
     return Cluster(
         name=metadata.get("name", ""),
         labels=metadata.get("labels") or {},
-        ready=_condition_true(obj, "Ready"),
+        ready=is_ready(obj),
         gateway=gateway if isinstance(gateway, str) else "",
         provider_config=provider_config if isinstance(provider_config, str) else "",
         pools=pools,
