@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from modelplane_common.naming import MAX_NAME_LENGTH
 
 from modelplane import kube, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
@@ -822,11 +823,7 @@ def generated_name(generate_name: str, owner_uid: str, resource_name: str) -> st
     """Crossplane's deterministic child name: prefix + sha256(owner UID + resource name)[:12]."""
     prefix = generate_name if generate_name.endswith("-") else f"{generate_name}-"
     suffix = hashlib.sha256((owner_uid + resource_name).encode()).hexdigest()[:12]
-    return prefix[: kube_max_name() - len(suffix)] + suffix
-
-
-def kube_max_name() -> int:
-    return 63
+    return prefix[: MAX_NAME_LENGTH - len(suffix)] + suffix
 
 
 def format_list(names: Iterable[str]) -> str:
