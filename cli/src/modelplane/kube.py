@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from modelplane_common.observed import condition
+
 JSON = dict[str, Any]
 
 # (apiVersion, kind, namespace or "" when cluster-scoped, name)
@@ -103,13 +105,6 @@ def describe(key: ObjectKey) -> str:
     """``Kind/namespace/name`` (``Kind/name`` when cluster-scoped), as a user reads it."""
     _, kind, namespace, name = key
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
-
-
-def condition(obj: JSON, type_: str) -> JSON | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == type_:
-            return cond
-    return None
 
 
 def condition_status(obj: JSON, type_: str) -> str:
