@@ -19,10 +19,14 @@ _OWNED_METADATA = ("name", "namespace", "generateName", "labels", "annotations")
 
 
 def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
-    """The status condition of ``type_`` on ``obj``, or None."""
-    if not obj:
-        return None
-    for cond in (obj.get("status") or {}).get("conditions") or []:
+    """The status condition of ``type_`` on ``obj``, or None.
+
+    Observed state is read defensively: a malformed status reads as "no such condition", never
+    an error that would abort the reconcile.
+    """
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, dict) and cond.get("type") == type_:
             return cond
     return None

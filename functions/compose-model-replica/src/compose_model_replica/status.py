@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from modelplane_common import observed
 from modelplane_common.function import Condition
 
 JSON = dict[str, Any]
@@ -29,15 +30,6 @@ def _conditions(obj: Mapping[str, Any] | None) -> list[JSON]:
     return [c for c in conditions if isinstance(c, dict)]
 
 
-def _condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
-    return next((c for c in _conditions(obj) if c.get("type") == type_), None)
-
-
-def _is_true(obj: Mapping[str, Any] | None, type_: str) -> bool:
-    found = _condition(obj, type_)
-    return found is not None and found.get("status") == "True"
-
-
 def _describe(condition: JSON) -> str:
     text = f"{condition.get('type')}={condition.get('status')}"
     why = ": ".join(str(condition[k]) for k in ("reason", "message") if condition.get(k))
@@ -46,7 +38,7 @@ def _describe(condition: JSON) -> str:
 
 def sync_error(obj: Mapping[str, Any] | None) -> str | None:
     """The provider's message when it could not apply the Object (``Synced=False``)."""
-    synced = _condition(obj, "Synced")
+    synced = observed.condition(obj, "Synced")
     if synced is None or synced.get("status") != "False":
         return None
     return str(synced.get("message") or synced.get("reason") or "not synced")
@@ -101,7 +93,7 @@ def workload_state(key: str, obj: Mapping[str, Any] | None) -> WorkloadState:
     if not manifest:
         detail = f"not applied: {error}" if error else "not yet created on the cluster"
         return WorkloadState(key, False, False, detail)
-    if _is_true(obj, "Ready"):
+    if observed.is_ready(obj):
         return WorkloadState(key, True, True, "")
     detail = _remote_summary(dict(manifest))
     if error:
@@ -136,5 +128,5 @@ def composed_ready(obj: Mapping[str, Any] | None, workload: bool) -> bool | None
     if obj is None:
         return None
     if workload:
-        return _is_true(obj, "Ready")
+        return observed.is_ready(obj)
     return True
