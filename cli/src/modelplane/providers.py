@@ -21,6 +21,8 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from modelplane_common.managed import EXTERNAL_NAME, external_name
+
 from modelplane.kube import JSON, deep_merge, group_of, is_modelplane_group, lookup
 
 # Objects of a given kind in the control plane (for lookups such as a MetalLB address pool).
@@ -287,7 +289,7 @@ def _is_managed(obj: JSON, group: str) -> bool:
 def _managed(obj: JSON, at_provider: JSON) -> JSON:
     updated = copy.deepcopy(obj)
     annotations = updated.setdefault("metadata", {}).setdefault("annotations", {})
-    annotations.setdefault("crossplane.io/external-name", _external_name(obj))
+    annotations.setdefault(EXTERNAL_NAME, _external_name(obj))
     updated["status"] = {
         "atProvider": at_provider,
         "conditions": [dict(READY_TRUE), dict(SYNCED_TRUE)],
@@ -308,13 +310,12 @@ _AWS_GENERATED_IDS = {
 
 
 def _external_name(obj: JSON) -> str:
-    metadata = obj.get("metadata") or {}
-    existing = (metadata.get("annotations") or {}).get("crossplane.io/external-name")
+    existing = external_name(obj)
     if existing:
         return str(existing)
     if "aws" in group_of(str(obj.get("apiVersion", ""))) and obj.get("kind") in _AWS_GENERATED_IDS:
         return f"{_AWS_GENERATED_IDS[str(obj['kind'])]}-{_hex(_seed(obj), length=17)}"
-    return str(metadata.get("name", ""))
+    return str((obj.get("metadata") or {}).get("name", ""))
 
 
 def _echo(for_provider: JSON) -> JSON:
