@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 
 from modelplane_common.function import Composed, Outcome
-from modelplane_common.observed import desired_from_observed, is_ready
+from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
 
 EXTERNAL_NAME = "crossplane.io/external-name"
@@ -52,7 +52,7 @@ def held_with_external_name(resource: Mapping) -> JSON:
     function owns, dropping it from desired state would let server-side apply remove it, and
     the provider would then look for (and create) a resource under a different cloud name.
     """
-    body = desired_from_observed(resource)
+    body = held(resource)
     name = external_name(resource)
     if name:
         body.setdefault("metadata", {}).setdefault("annotations", {})[EXTERNAL_NAME] = name
@@ -68,7 +68,7 @@ def hold_observed(
     """
     out = {}
     for key, resource in observed.items():
-        keep = held_with_external_name if key in own_external_names else desired_from_observed
+        keep = held_with_external_name if key in own_external_names else held
         out[key] = Composed(body=keep(resource), ready=is_ready(resource))
     return out
 
@@ -83,7 +83,7 @@ def gate_then_hold(
     if gate_open:
         return build()
     if key in observed:
-        return desired_from_observed(observed[key])
+        return held(observed[key])
     return None
 
 

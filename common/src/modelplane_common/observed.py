@@ -63,11 +63,6 @@ def held(obj: Mapping[str, Any]) -> JSON:
     return body
 
 
-def desired_from_observed(obj: Mapping[str, Any]) -> JSON:
-    """Alias of ``held``: the observed object as desired state (identity and spec only)."""
-    return held(obj)
-
-
 def held_all(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, JSON]:
     """Hold copies of every observed composed resource, by composition resource name."""
     return {key: held(obj) for key, obj in observed.items()}

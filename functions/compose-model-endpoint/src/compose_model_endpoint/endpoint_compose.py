@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from modelplane_common.endpoint_url import InvalidURLError, parse_endpoint_url
 from modelplane_common.function import Outcome
-from modelplane_common.observed import desired_from_observed
+from modelplane_common.observed import held
 from modelplane_common.plain import JSON
 
 from compose_model_endpoint import endpoint_objects as objects
@@ -76,7 +76,7 @@ def _invalid(outcome: Outcome, observed: dict[str, JSON], message: str) -> Outco
     No backendName is published, so ModelServices stop routing here until the URL is fixed.
     """
     for key, body in observed.items():
-        outcome.compose(key, desired_from_observed(body), ready=True)
+        outcome.compose(key, held(body), ready=True)
     outcome.composite_status = {"routing": {}}
     outcome.condition(ROUTING_READY, False, "InvalidURL", message)
     outcome.event("Warning", message, reason="InvalidURL")
