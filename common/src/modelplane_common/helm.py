@@ -13,8 +13,7 @@ from typing import Any
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import providerconfig as hpc
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import release as hr
 
-# provider-helm names the Helm release after the Release's external name.
-EXTERNAL_NAME = "crossplane.io/external-name"
+from modelplane_common.managed import EXTERNAL_NAME
 
 
 @dataclasses.dataclass(frozen=True)
