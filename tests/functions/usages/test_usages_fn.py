@@ -81,3 +81,17 @@ def test_an_existing_usage_key_is_never_overwritten():
 def test_a_cluster_scoped_xr_gets_nothing():
     cluster_xr = {**XR, "metadata": {"name": "s"}}
     assert desired_resources(run(cluster_xr, {"lws": release()})) == {"lws": release()}
+
+
+def test_a_consumer_without_a_provider_config_name_fails_the_step_naming_the_field():
+    nameless = release()
+    del nameless["spec"]["providerConfigRef"]["name"]
+    rsp = run(XR, {"lws": nameless, "ns": obj()})
+    # A Fatal result makes Crossplane keep every composed resource; nothing is dropped.
+    assert results(rsp) == [
+        (
+            "SEVERITY_FATAL",
+            "desired resource lws: spec.providerConfigRef.name is required to protect its "
+            "ProviderConfig",
+        )
+    ]

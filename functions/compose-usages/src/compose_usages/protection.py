@@ -11,6 +11,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 
+from modelplane_common.function import InputError
 from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import usage
@@ -46,6 +47,13 @@ def protect(xr_name: str, xr_namespace: str | None, desired: Mapping[str, JSON])
         body = desired[key]
         if not _is_consumer(body):
             continue
+        provider_config = body["spec"]["providerConfigRef"].get("name")
+        if not provider_config:
+            # Skipping it would delete its Usage; failing the step deletes nothing.
+            raise InputError(
+                f"desired resource {key}: spec.providerConfigRef.name is required to protect "
+                "its ProviderConfig"
+            )
         new_key = usage_key(key)
         if new_key in desired:
             out.warnings.append(f"desired resource {new_key} already exists; not replacing it")
@@ -61,7 +69,7 @@ def protect(xr_name: str, xr_namespace: str | None, desired: Mapping[str, JSON])
                 of=usage.Of(
                     apiVersion=api_version,
                     kind="ProviderConfig",
-                    resourceRef=usage.ResourceRef1(name=body["spec"]["providerConfigRef"]["name"]),
+                    resourceRef=usage.ResourceRef1(name=provider_config),
                 ),
                 by=usage.By(
                     apiVersion=api_version,
