@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 import pydantic
 from kubernetes_validate import utils as kubernetes_validate
+from modelplane_common.managed import without_status
 
 from modelplane import celrules, openapi, repo, xrd
 from modelplane.openapi import join
@@ -145,7 +146,7 @@ def validate_object(
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return _problems(source, obj, [("", "apiVersion and kind must be strings")])
     catalog = catalog or xrd.catalog()
-    obj = _without_status(obj)
+    obj = without_status(obj)  # status is a subresource: create/apply ignores it
     definition = catalog.definition_for(api_version, kind)
     if definition is not None:
         return _validate_composite(obj, source, definition)
@@ -176,13 +177,7 @@ def validate_xr(
         return _problems(
             source, obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
         )
-    return _validate_composite(_without_status(obj), source, definition)
-
-
-def _without_status(obj: JSON) -> JSON:
-    """Status is a subresource (XRs, CRDs and core kinds alike): the API server ignores it in a
-    create or apply of the resource itself, so validate does too."""
-    return {key: value for key, value in obj.items() if key != "status"}
+    return _validate_composite(without_status(obj), source, definition)
 
 
 def defaulted(obj: JSON, catalog: xrd.Catalog | None = None) -> JSON:
