@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from modelplane.controlplane import ControlPlane, Convergence, session
+
+# Property tests share two CPUs with everything else in CI: a per-example deadline only
+# measures the machine's load, so no test gets one (settings built in tests inherit this).
+settings.register_profile("modelplane", deadline=None)
+settings.load_profile("modelplane")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

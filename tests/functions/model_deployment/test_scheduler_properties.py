@@ -329,7 +329,7 @@ def test_scenarios_reach_placements_kept_replicas_and_shortfalls():
         return _run(deployment, clusters, ours + others)
 
     # Generation only: shrinking a found example would only cost time here.
-    options = settings(max_examples=2000, database=None, phases=[Phase.generate])
+    options = settings(max_examples=2000, database=None, deadline=None, phases=[Phase.generate])
     find(scenarios(), lambda s: len(schedule(s).placements) >= 2, settings=options)
     find(scenarios(), lambda s: bool(schedule(s).shortfall), settings=options)
     find(scenarios(), lambda s: any(p.observed for p in schedule(s).placements), settings=options)
