@@ -210,6 +210,7 @@ def test_definition_shape():
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.replicas",
         "statusReplicasPath": ".status.replicas.total",
+        "labelSelectorPath": ".status.selector",
     }
     assert version["additionalPrinterColumns"] == [
         {"name": "REPLICAS", "type": "string", "jsonPath": ".status.replicas.ready"}

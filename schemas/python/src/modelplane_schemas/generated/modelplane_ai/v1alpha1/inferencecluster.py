@@ -103,6 +103,16 @@ class NodePool(BaseModel):
     zones: Annotated[list[Zone] | None, Field(max_length=8)] = None
 
 
+class Taint(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    key: Annotated[str, Field(max_length=317, min_length=1)]
+    value: Annotated[str | None, Field(max_length=63)] = None
+    effect: Literal["NoSchedule", "NoExecute"]
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -110,6 +120,8 @@ class Spec(BaseModel):
     )
     cluster: Cluster
     nodePools: Annotated[list[NodePool] | None, Field(max_length=8, min_length=1)] = None
+    taints: Annotated[list[Taint] | None, Field(max_length=16)] = None
+    failoverGracePeriod: Annotated[str | None, Field(max_length=32)] = "10m"
     crossplane: dict[str, Any] | None = None
 
 

@@ -30,6 +30,17 @@ class Serving(BaseModel):
     mode: Literal["Unified", "PrefillDecode"]
 
 
+class Toleration(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    key: Annotated[str | None, Field(max_length=317)] = None
+    operator: Literal["Equal", "Exists"] | None = "Equal"
+    value: Annotated[str | None, Field(max_length=63)] = None
+    effect: Literal["", "NoSchedule", "NoExecute"] | None = None
+
+
 class Selector(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -183,6 +194,7 @@ class Spec(BaseModel):
     clusterSelector: ClusterSelector | None = None
     modelCacheRef: ModelCacheRef | None = None
     serving: Serving | None = None
+    tolerations: Annotated[list[Toleration] | None, Field(max_length=16)] = None
     engines: Annotated[list[Engine], Field(max_length=8, min_length=1)]
     crossplane: dict[str, Any] | None = None
 
@@ -201,6 +213,7 @@ class Status(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
+    selector: str | None = None
     replicas: Replicas | None = None
     conditions: list[dict[str, Any]] | None = None
 
