@@ -78,7 +78,7 @@ def test_no_clusters_deletes_replicas_and_says_so():
     assert conditions(rsp)["ReplicasScheduled"] == ("False", "NoClusters", "")
     assert conditions(rsp)["ReplicasReady"] == ("False", "NoReplicasScheduled", "")
     assert results(rsp) == [("SEVERITY_WARNING", "No InferenceClusters found")]
-    assert desired_status(rsp) == {"replicas": {"total": 0, "ready": 0}}
+    assert desired_status(rsp)["replicas"] == {"total": 0, "ready": 0}
     assert rsp.desired.composite.ready == 2  # READY_FALSE
 
 
@@ -134,7 +134,7 @@ def test_first_placement_composes_a_valid_replica_and_no_endpoint_yet():
     assert conditions(rsp)["ReplicasReady"] == ("False", "ModelStarting", "0 of 1 ready")
     assert results(rsp) == [("SEVERITY_NORMAL", "Scheduled 1 replicas across 1 clusters: a")]
     assert desired_ready(rsp) == {"replica-a-0": False}
-    assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 0}}
+    assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 0}
 
 
 def test_ready_replica_gets_its_endpoint():
@@ -162,7 +162,7 @@ def test_ready_replica_gets_its_endpoint():
         "Scheduled 1 of 1 replicas",
     )
     assert conditions(rsp)["ReplicasReady"] == ("True", "AllReplicasReady", "1 of 1 ready")
-    assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 1}}
+    assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 1}
     assert results(rsp) == []
     assert rsp.desired.composite.ready == 0  # left to Crossplane: the endpoint is not ready
 
@@ -187,7 +187,7 @@ def test_s6_degraded_cluster_keeps_the_replica_but_withdraws_the_endpoint():
         observed=observed,
     )
     assert set(desired_resources(rsp)) == {"replica-a-0"}
-    assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 0}}
+    assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 0}
 
 
 def test_ready_replica_on_a_cluster_turned_not_ready_is_withheld_and_the_condition_says_why():
@@ -228,7 +228,7 @@ def test_ready_replica_on_a_cluster_turned_not_ready_is_withheld_and_the_conditi
         observed=observed,
     )
     assert set(desired_resources(rsp)) == {"replica-a-0", "replica-b-0", "endpoint-b-0"}
-    assert desired_status(rsp) == {"replicas": {"total": 2, "ready": 1}}
+    assert desired_status(rsp)["replicas"] == {"total": 2, "ready": 1}
     assert conditions(rsp)["ReplicasReady"] == (
         "False",
         "ModelStarting",
@@ -263,7 +263,7 @@ def test_partial_shortfall_is_insufficient_capacity_and_not_ready():
     assert conditions(rsp)["ReplicasReady"] == ("False", "ModelStarting", "1 of 2 ready")
     assert results(rsp) == [("SEVERITY_WARNING", message)]
     assert rsp.desired.composite.ready == 2
-    assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 1}}
+    assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 1}
     # Reconciled again with the condition recorded: no repeated event, same message.
     previous = [{"type": "ReplicasScheduled", "status": "False", "reason": "InsufficientCapacity"}]
     again = call(
@@ -318,7 +318,7 @@ def test_invalid_selector_keeps_serving_replicas_and_endpoints():
         "selector 0: syntax error"
     )
     assert results(rsp) == [("SEVERITY_WARNING", message)]
-    assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 1}}
+    assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 1}
     assert conditions(rsp)["ReplicasReady"] == ("True", "AllReplicasReady", "1 of 1 ready")
     assert rsp.desired.composite.ready == 2
     # Reconciled again with the condition recorded: same condition, no repeated event.

@@ -297,7 +297,7 @@ def test_headroom_is_named_when_the_pool_could_scale_up():
     fleet = [f.cluster("a", f.pool("p", 1, maxNodes=4))]
     result = f.run(f.spec(1, f.gang(nodes=1)), fleet)
     assert result.shortfall == (
-        '1 insufficient free nodes (need 2, pool "p" has 1; fits after it scales up, max 4)'
+        '1 insufficient free nodes (need 2, pool "p" has 1; fits after it scales up)'
     )
 
 
@@ -317,7 +317,15 @@ def test_message_is_bounded_for_a_large_fleet():
     result = f.run(deployment, fleet)
     message = scheduler.scheduled_message(result, 1)
     assert len(message) <= scheduler.MAX_MESSAGE_LENGTH
-    assert message.endswith("294 for other reasons")
+    # 300 reasons differing only in pool name are one group, without details.
+    assert message.endswith("0/300 clusters available: 300 insufficient free nodes")
+
+
+def test_more_kinds_than_shown_are_summed_up():
+    reasons = [f'no pool matches engine "e{i}"' for i in range(8) for _ in range(8 - i)]
+    summary = scheduler._summarise(reasons)
+    assert summary.startswith('8 no pool matches engine "e0", 7 no pool matches engine "e1"')
+    assert summary.endswith("3 for other reasons")  # e6 (2) and e7 (1)
 
 
 # --- issue item 3: nothing lost --------------------------------------------------------------

@@ -61,9 +61,15 @@ def test_replicas_keep_ours_whole_and_what_the_ledger_reads_of_others():
 
 def test_clusters_keep_metadata_and_status():
     cluster = f.cluster("a", f.pool("p", 3), labels={"tier": "prod"})
-    cluster["spec"] = {"cluster": {"source": "Existing"}}
+    taints = [{"key": "modelplane.ai/maintenance", "effect": "NoExecute"}]
+    cluster["spec"] = {"cluster": {"source": "Existing"}, "taints": taints}
     (read,) = wire.clusters(_request({"clusters": [cluster]}), "clusters")
-    assert read == {"metadata": cluster["metadata"], "status": cluster["status"]}
+    # Of the spec only what the scheduler reads: taints and the failover grace period.
+    assert read == {
+        "metadata": cluster["metadata"],
+        "spec": {"taints": taints},
+        "status": cluster["status"],
+    }
 
 
 def test_identical_pool_entries_are_decoded_once_and_shared():

@@ -10,7 +10,8 @@ serving replicas.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
@@ -34,6 +35,11 @@ SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 _REPLICA_PREFIX = "replica-"
 _ENDPOINT_PREFIX = "endpoint-"
+# The pipeline context key `modelplane render`/`simulate` set so failover is deterministic;
+# a real control plane leaves it unset and the function reads the wall clock.
+CLOCK_CONTEXT_KEY = "modelplane.ai/now"
+DRAINING_ANNOTATION = "modelplane.ai/draining"
+STUCK_ANNOTATION = "modelplane.ai/drain-blocked"
 
 JSON = dict[str, Any]
 
@@ -58,7 +64,30 @@ def _previous_reason(composite: Mapping[str, Any]) -> str:
     return _previous(composite, SCHEDULED, "reason")
 
 
-def replica_manifest(deployment: Deployment, placement: Placement) -> JSON:
+def now(context: Mapping[str, Any]) -> datetime.datetime:
+    """The injected clock (``modelplane.ai/now``, RFC 3339) when set, else the wall clock."""
+    injected = scheduler.parse_time(context.get(CLOCK_CONTEXT_KEY))
+    return injected or datetime.datetime.now(datetime.UTC)
+
+
+def selector(deployment: str) -> str:
+    """``status.selector`` for the scale subresource: the deployment's ModelReplicas."""
+    return f"{names.DEPLOYMENT_LABEL}={deployment}"
+
+
+def _drain_annotations(placement: Placement, shortfall: str) -> dict[str, str]:
+    """The replacement relation and a drain's state, readable by the InferenceCluster."""
+    annotations = {}
+    if placement.draining:
+        annotations[DRAINING_ANNOTATION] = placement.draining
+    if placement.stuck:
+        annotations[STUCK_ANNOTATION] = shortfall or "no other cluster fits"
+    if placement.replaces:
+        annotations[scheduler.REPLACES_ANNOTATION] = placement.replaces
+    return annotations
+
+
+def replica_manifest(deployment: Deployment, placement: Placement, shortfall: str = "") -> JSON:
     spec: JSON = {"clusterName": placement.cluster}
     cache = deployment.spec.get("modelCacheRef")
     if cache:
@@ -83,16 +112,15 @@ def replica_manifest(deployment: Deployment, placement: Placement) -> JSON:
         composed["members"] = members
         engines.append(composed)
     spec["engines"] = engines
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ModelReplica",
-        "metadata": {
-            "name": placement.name,
-            "namespace": deployment.namespace,
-            "labels": names.labels(deployment.name, placement.cluster, placement.index),
-        },
-        "spec": spec,
+    metadata: JSON = {
+        "name": placement.name,
+        "namespace": deployment.namespace,
+        "labels": names.labels(deployment.name, placement.cluster, placement.index),
     }
+    annotations = _drain_annotations(placement, shortfall)
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": metadata, "spec": spec}
 
 
 def endpoint_manifest(deployment: Deployment, placement: Placement, address: str) -> JSON:
@@ -117,18 +145,46 @@ def _observed_ours(request: Request) -> dict[str, JSON]:
     }
 
 
-def _hold(request: Request, outcome: Outcome, wanted: int, reason: str, message: str) -> Outcome:
+def _serves(replica: Mapping[str, Any] | None, cluster: Cluster | None) -> tuple[bool, str]:
+    """Whether a replica counts as ready, and why not when its cluster is the reason: the
+    same rule whether or not the scheduler could run (issue 15 item 5)."""
+    if cluster is None:
+        return False, ""
+    why = _cannot_serve(cluster)
+    if why is not None:
+        return False, why
+    return replica is not None and is_ready(replica), ""
+
+
+def _hold(
+    request: Request,
+    outcome: Outcome,
+    wanted: int,
+    reason: str,
+    message: str,
+    *,
+    clusters: Iterable[Cluster],
+) -> Outcome:
     """Scheduling cannot run: keep every observed replica and endpoint exactly as it is."""
     observed = _observed_ours(request)
+    by_name = {c.name: c for c in clusters}
     total = ready = 0
+    degraded: dict[str, str] = {}
     for key, body in sorted(observed.items()):
         outcome.compose(key, held(body), ready=is_ready(body))
         if key.startswith(_REPLICA_PREFIX):
             total += 1
-            ready += is_ready(body)
-    outcome.composite_status = {"replicas": {"total": total, "ready": ready}}
+            cluster_name = (body.get("spec") or {}).get("clusterName")
+            serves, why = _serves(body, by_name.get(str(cluster_name)))
+            ready += serves
+            if why:
+                degraded[str(cluster_name)] = why
+    outcome.composite_status = {
+        "replicas": {"total": total, "ready": min(ready, wanted)},
+        "selector": selector(request.name),
+    }
     outcome.condition(SCHEDULED, False, reason, message)
-    _readiness(outcome, total, ready, wanted)
+    _readiness(outcome, total, ready, wanted, degraded=degraded)
     outcome.composite_ready = False
     if _previous_reason(request.composite) != reason:
         outcome.event("Warning", message, reason=reason)
@@ -151,6 +207,9 @@ def _readiness(
     names pools that shrank under kept replicas (why pods may be Pending); it changes no status.
     """
     suffix = f"; {overcommitted}" if overcommitted else ""
+    # Replicas beyond spec.replicas (a drain's old and new, a held scale-down) never read as
+    # "2 of 1 ready".
+    ready = min(ready, wanted)
     if placed == 0:
         outcome.condition(READY, False, "NoReplicasScheduled")
     elif ready >= wanted:
@@ -214,21 +273,42 @@ def compose(request: Request) -> Outcome:
             outcome.compose(key, held(body), ready=is_ready(body))
         return outcome
 
+    clusters = [scheduler.parse_cluster(c) for c in fleet_clusters]
     try:
         Spec.model_validate(spec)
     except pydantic.ValidationError as err:
         message = f"invalid ModelDeployment: {validation_summary(err, 'spec')}"
-        return _hold(request, outcome, wanted, "InvalidSpec", message)
+        return _hold(request, outcome, wanted, "InvalidSpec", message, clusters=clusters)
     deployment = scheduler.parse_deployment(request.name, request.namespace or "", spec)
     try:
         scheduler.compile_selectors(deployment)
     except scheduler.InvalidSelectorError as err:
         message = f"Invalid nodeSelector CEL expression: {err}"
-        return _hold(request, outcome, wanted, "InvalidNodeSelector", message)
+        return _hold(request, outcome, wanted, "InvalidNodeSelector", message, clusters=clusters)
 
-    clusters = [scheduler.parse_cluster(c) for c in fleet_clusters]
-    result = scheduler.schedule(deployment, clusters, _observed_replicas(request, fleet_replicas))
+    result = scheduler.schedule(
+        deployment,
+        clusters,
+        _observed_replicas(request, fleet_replicas),
+        now=now(request.context),
+        serving=_serving(request, clusters),
+    )
     return _outcome(request, outcome, deployment, clusters, result)
+
+
+def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
+    """Our replicas that are Ready and routed: Ready on a cluster that can serve, with their
+    ModelEndpoint observed Ready. Only these let a draining replica go."""
+    by_name = {c.name: c for c in clusters}
+    found = set()
+    for key, body in request.observed.items():
+        if not key.startswith(_REPLICA_PREFIX):
+            continue
+        endpoint = request.observed.get(_ENDPOINT_PREFIX + key[len(_REPLICA_PREFIX) :])
+        cluster = by_name.get(str((body.get("spec") or {}).get("clusterName")))
+        if _serves(body, cluster)[0] and endpoint is not None and is_ready(endpoint):
+            found.add(str((body.get("metadata") or {}).get("name")))
+    return frozenset(found)
 
 
 def _outcome(
@@ -240,7 +320,7 @@ def _outcome(
 ) -> Outcome:
     by_name = {c.name: c for c in clusters}
     wanted = deployment.replicas
-    placed = len(result.placements)
+    placed = len(result.staying)  # draining replicas are on their way out
     ready = 0
     observed_any = False
     degraded: dict[str, str] = {}
@@ -253,17 +333,17 @@ def _outcome(
         if placement.frozen and placement.observed is not None:
             body = held(placement.observed.body)
         else:
-            body = replica_manifest(deployment, placement)
+            body = replica_manifest(deployment, placement, result.shortfall)
         replica_ready = observed is not None and is_ready(observed)
         outcome.compose(key, body, ready=replica_ready)
         cluster = by_name[placement.cluster]
-        why = _cannot_serve(cluster)
-        if why is not None:
+        serves, why = _serves(observed, cluster)
+        if why:
             # Kept where it is (retention ignores readiness), but no traffic goes there and it
             # does not count as ready: its Ready only says its workload once applied.
             degraded[cluster.name] = why
             continue
-        ready += replica_ready
+        ready += serves
         address = cluster.gateway
         if replica_ready:
             endpoint = names.endpoint_key(placement.cluster, placement.index)
@@ -273,7 +353,10 @@ def _outcome(
                 ready=is_ready(request.observed.get(endpoint)),
             )
 
-    outcome.composite_status = {"replicas": {"total": placed, "ready": ready}}
+    outcome.composite_status = {
+        "replicas": {"total": len(result.placements), "ready": min(ready, wanted)},
+        "selector": selector(deployment.name),
+    }
     previous = _previous_reason(request.composite)
     if result.checked == 0:
         outcome.condition(SCHEDULED, False, "NoClusters")
@@ -287,9 +370,22 @@ def _outcome(
     elif not observed_any:
         outcome.condition(SCHEDULED, False, "Scheduling")
     else:
-        outcome.condition(
-            SCHEDULED, True, "ReplicasCreated", f"Scheduled {placed} of {wanted} replicas"
+        message = f"Scheduled {placed} of {wanted} replicas" + scheduler.drain_message(
+            result, prefix="; "
         )
+        outcome.condition(SCHEDULED, True, "ReplicasCreated", message)
+    for placement in result.placements:
+        if (
+            placement.replaces
+            and names.replica_key(placement.cluster, placement.index) not in request.observed
+        ):
+            old = next(p for p in result.draining if p.name == placement.replaces)
+            outcome.event(
+                "Normal",
+                f"Replacing {old.name} on {old.cluster} ({old.draining}) with {placement.name} "
+                f"on {placement.cluster}; {old.name} serves until {placement.name} does",
+                reason="Draining",
+            )
     if placed and not observed_any:
         where = sorted({p.cluster for p in result.placements})
         outcome.event(

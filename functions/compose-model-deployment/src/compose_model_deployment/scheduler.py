@@ -20,11 +20,13 @@ kept replicas (ledger negative) are recorded too, but nothing moves because of t
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from modelplane_common.observed import is_ready
+from modelplane_common.observed import condition, is_ready
 
 from compose_model_deployment import devices, names
 from compose_model_deployment.devices import Pool, Request, Resolved
@@ -32,6 +34,7 @@ from compose_model_deployment.devices import Pool, Request, Resolved
 MAX_MESSAGE_LENGTH = 1024
 MAX_REASON_GROUPS = 6
 OVERCOMMITTED = "over-committed"
+SCALE_UP_HINT = "fits after it scales up"
 
 
 class InvalidSelectorError(ValueError):
@@ -65,9 +68,107 @@ class Deployment:
     engines: tuple[Engine, ...]
     spec: Mapping[str, Any]
 
+    tolerations: tuple[Toleration, ...] = ()
+
     @property
     def match_labels(self) -> dict[str, str]:
         return dict((self.spec.get("clusterSelector") or {}).get("matchLabels") or {})
+
+    def untolerated(self, taints: Iterable[Taint]) -> list[Taint]:
+        return [t for t in taints if not any(tol.tolerates(t) for tol in self.tolerations)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | NoExecute
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Toleration:
+    """The Kubernetes toleration model (``ToleratesTaint``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        # An empty key with Exists tolerates every taint; Equal compares values.
+        return self.operator == "Exists" or self.value == taint.value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_tolerations(raw: Any) -> tuple[Toleration, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        Toleration(
+            key=_text(t.get("key")),
+            operator=_text(t.get("operator")) or "Equal",
+            value=_text(t.get("value")),
+            effect=_text(t.get("effect")),
+        )
+        for t in raw
+        if isinstance(t, dict)
+    )
+
+
+def parse_taints(raw: Any) -> tuple[Taint, ...]:
+    """Taints as published in ``spec.taints``; an entry without a key or a known effect is
+    skipped (the XRD rejects it, so it can only come from a schema-less source)."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        Taint(_text(t.get("key")), _text(t.get("value")), _text(t.get("effect")))
+        for t in raw
+        if isinstance(t, dict)
+        and _text(t.get("key"))
+        and t.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
+DEFAULT_GRACE = datetime.timedelta(minutes=10)
+_DURATION = re.compile(r"([0-9]+)(h|m|s)")
+_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(value: Any) -> datetime.timedelta:
+    """``1h30m`` as the XRD admits it; anything unreadable is the default (10 minutes)."""
+    if not isinstance(value, str) or not re.fullmatch(r"([0-9]+(h|m|s))+", value):
+        return DEFAULT_GRACE
+    return datetime.timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _DURATION.findall(value)))
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An RFC 3339 timestamp (``2026-01-01T00:00:00Z``), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def format_duration(delta: datetime.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n]
+    return "".join(parts) or "0s"
 
 
 def _pods(member: Mapping[str, Any]) -> int:
@@ -97,7 +198,14 @@ def parse_deployment(name: str, namespace: str, spec: Mapping[str, Any]) -> Depl
         )
         engines.append(Engine(engine["name"], _copies(engine), members, engine))
     replicas = spec.get("replicas", 1)
-    return Deployment(name, namespace, replicas, tuple(engines), spec)
+    return Deployment(
+        name,
+        namespace,
+        replicas,
+        tuple(engines),
+        spec,
+        tolerations=parse_tolerations(spec.get("tolerations")),
+    )
 
 
 def compile_selectors(deployment: Deployment) -> None:
@@ -123,6 +231,15 @@ class Cluster:
     pools_unknown: str  # non-empty when status.gpuPools as a whole cannot be used: why
     # A malformed entry without a readable name: any pin missing from ``pools`` may be it.
     nameless_entries: bool = False
+    taints: tuple[Taint, ...] = ()
+    grace: datetime.timedelta = DEFAULT_GRACE  # spec.failoverGracePeriod
+    not_ready_since: datetime.datetime | None = None  # Ready=False's lastTransitionTime
+
+    def failed_over(self, now: datetime.datetime | None) -> bool:
+        """Ready has been False for longer than the grace period: treated as NoExecute."""
+        if self.ready or self.not_ready_since is None or now is None:
+            return False
+        return now - self.not_ready_since > self.grace
 
     def ineligibility(self) -> str | None:
         """Why no new replica may be placed here, or None."""
@@ -164,7 +281,16 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
                     nameless = True
                 continue
             pools.setdefault(pool.name, pool)
+    spec = obj.get("spec") or {}
+    ready = is_ready(obj)
+    since = None
+    found = condition(obj, "Ready")
+    if not ready and found is not None and found.get("status") == "False":
+        since = parse_time(found.get("lastTransitionTime"))
     return Cluster(
+        taints=parse_taints(spec.get("taints")),
+        grace=parse_duration(spec.get("failoverGracePeriod")),
+        not_ready_since=since,
         name=metadata.get("name", ""),
         labels=metadata.get("labels") or {},
         ready=is_ready(obj),
@@ -240,6 +366,11 @@ class Placement:
     engines: tuple[EnginePlacement, ...] = ()
     observed: ObservedReplica | None = None
     frozen: bool = False
+    # Make-before-break (NoExecute taint or failover): why this replica must leave its
+    # cluster; it keeps serving until enough replicas elsewhere serve.
+    draining: str = ""
+    replaces: str = ""  # the name of the draining replica this one takes over from
+    stuck: bool = False  # draining, but no other cluster can take its replacement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,6 +394,15 @@ class Schedule:
     # Pools hosting our kept replicas that are charged beyond their size (spec §5.5 item 5);
     # reported only: retention ignores capacity, so nothing moves. Sorted by cluster, pool.
     overcommitted: list[Overcommit] = dataclasses.field(default_factory=list)
+
+    @property
+    def staying(self) -> list[Placement]:
+        """The replicas that count towards spec.replicas (draining ones are on their way out)."""
+        return [p for p in self.placements if not p.draining]
+
+    @property
+    def draining(self) -> list[Placement]:
+        return [p for p in self.placements if p.draining]
 
 
 # --- matching a deployment against one cluster ---------------------------------------------
@@ -319,8 +459,13 @@ class _ClusterView:
 
     def __init__(self, deployment: Deployment, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.deployment = deployment
         self.candidates: list[list[_Candidate]] = []
-        self.rejection = cluster.ineligibility() or ""
+        untolerated = deployment.untolerated(cluster.taints)
+        # Both effects keep new replicas off; the first key names the group in messages.
+        taint = min((t.key for t in untolerated), default="")
+        self.rejection = f"untolerated taint {taint}" if taint else ""
+        self.rejection = self.rejection or cluster.ineligibility() or ""
         if self.rejection:
             return
         for engine in deployment.engines:
@@ -334,31 +479,42 @@ class _ClusterView:
         """Co-schedule every engine on this cluster against a scratch copy of the ledger."""
         if self.rejection:
             return None, self.rejection
+        placed, failed, trial = self._fill(free)
+        if failed is None:
+            return placed, ""
+        return None, self._insufficient(failed, trial, free)
+
+    def _fill(
+        self, free: Mapping[str, int]
+    ) -> tuple[tuple[EnginePlacement, ...], list[_Candidate] | None, dict[str, int]]:
+        """Engines in order on a scratch ledger; the candidates of the first that fails."""
         trial = dict(free)
         placed = []
         for candidates in self.candidates:
             chosen = next((c for c in candidates if trial[c.pool] >= c.cost), None)
             if chosen is None:
-                return None, self._insufficient(candidates, trial)
+                return tuple(placed), candidates, trial
             trial[chosen.pool] -= chosen.cost
             placed.append(EnginePlacement(chosen.pool, chosen.resolved))
-        return tuple(placed), ""
+        return tuple(placed), None, trial
 
-    def _insufficient(self, candidates: list[_Candidate], trial: Mapping[str, int]) -> str:
-        """Name the pool closest to fitting, preferring one that would fit once scaled up."""
-
-        def headroom(candidate: _Candidate) -> bool:
-            pool = self.cluster.pools[candidate.pool]
-            if pool.max_nodes is None:
-                return False
-            return max(trial[candidate.pool], 0) + pool.max_nodes - pool.nodes >= candidate.cost
-
-        best = max(candidates, key=lambda c: (headroom(c), trial[c.pool] - c.cost))
+    def _insufficient(
+        self, candidates: list[_Candidate], trial: Mapping[str, int], free: Mapping[str, int]
+    ) -> str:
+        """Name the pool closest to fitting; hint at scaling up only when the whole replica,
+        every engine, would fit with each pool at its maximum size (D5)."""
+        best = max(candidates, key=lambda c: trial[c.pool] - c.cost)
         has = max(trial[best.pool], 0)
         reason = f'insufficient free nodes (need {best.cost}, pool "{best.pool}" has {has}'
-        if headroom(best):
-            # D5: capacity is the pool's current size; say when scaling up would help.
-            reason += f"; fits after it scales up, max {self.cluster.pools[best.pool].max_nodes}"
+        scaled = {
+            name: max(left, 0) + max((pool.max_nodes or pool.nodes) - pool.nodes, 0)
+            for name, left in free.items()
+            for pool in (self.cluster.pools[name],)
+        }
+        if scaled != {name: max(left, 0) for name, left in free.items()}:
+            _, failed, _ = self._fill(scaled)
+            if failed is None:
+                reason += f"; {SCALE_UP_HINT}"
         return reason + ")"
 
 
@@ -433,14 +589,36 @@ def _scale_down(kept: list[Placement], replicas: int) -> list[Placement]:
     return kept
 
 
+def must_leave(deployment: Deployment, cluster: Cluster, now: datetime.datetime | None) -> str:
+    """Why a running replica of ``deployment`` must move off ``cluster`` (make-before-break),
+    or "" when it may stay: an untolerated NoExecute taint, or Ready False past the grace."""
+    evicting = sorted(
+        str(t) for t in deployment.untolerated(cluster.taints) if t.effect == "NoExecute"
+    )
+    if evicting:
+        return f"taint {evicting[0]}"
+    if cluster.failed_over(now):
+        grace = format_duration(cluster.grace)
+        return f"cluster not Ready for longer than its failover grace period {grace}"
+    return ""
+
+
+REPLACES_ANNOTATION = "modelplane.ai/replaces"
+
+
 def schedule(
     deployment: Deployment,
     clusters: Iterable[Cluster],
     replicas: Iterable[ObservedReplica],
+    *,
+    now: datetime.datetime | None = None,
+    serving: frozenset[str] = frozenset(),
 ) -> Schedule:
     """Place ``deployment``. Selectors must compile (compile_selectors) first.
 
-    ``replicas`` is every observed ModelReplica of the fleet, ours and others'.
+    ``replicas`` is every observed ModelReplica of the fleet, ours and others'. ``now`` is
+    the clock failover is judged by (None: no failover); ``serving`` names our replicas that
+    are Ready and routed (their endpoint Ready), which lets draining replicas go.
     """
     in_set = {
         c.name: c
@@ -466,8 +644,25 @@ def schedule(
             kept.append(placement)
             identities.add((replica.cluster, replica.index))
 
-    # Phase 2: scale down.
-    kept = _scale_down(kept, deployment.replicas)
+    # A replica whose cluster it must leave stays composed (and serving) until enough
+    # replicas elsewhere serve: make-before-break. It does not count towards spec.replicas.
+    settled: list[Placement] = []
+    leaving: list[Placement] = []
+    for placement in kept:
+        why = must_leave(deployment, in_set[placement.cluster], now)
+        if why:
+            leaving.append(dataclasses.replace(placement, draining=why))
+        else:
+            settled.append(placement)
+
+    # Phase 2: scale down (draining replicas leave by themselves).
+    settled = _scale_down(settled, deployment.replicas)
+    still_needed = max(0, deployment.replicas - sum(p.name in serving for p in settled))
+    taken_over = {partner: name for name, partner in _replaces(settled).items()}
+    # Keep those still serving, and whose replacement does not serve yet, first.
+    leaving.sort(key=lambda p: (taken_over.get(p.name) in serving, p.name not in serving, p.name))
+    leaving = leaving[:still_needed]
+    kept = settled + leaving
 
     # Capacity ledger: every other replica, and our kept ones, at their observed cost.
     free = {(c.name, p.name): p.nodes for c in in_set.values() for p in c.pools.values()}
@@ -506,7 +701,7 @@ def schedule(
     load = Counter(p.cluster for p in placements)
     views: dict[str, _ClusterView] = {}
     shortfall = ""
-    for _ in range(deployment.replicas - len(kept)):
+    for _ in range(deployment.replicas - len(settled)):
         reasons: dict[str, str] = {}
         chosen = None
         for cluster in sorted(in_set.values(), key=lambda c: (load[c.name], c.name)):
@@ -540,6 +735,9 @@ def schedule(
         )
         load[cluster.name] += 1
 
+    placements = _pair_replacements(
+        placements, fresh={p.name for p in placements} - {p.name for p in kept}
+    )
     placements.sort(key=lambda p: (p.cluster, p.index))
     return Schedule(
         placements=placements,
@@ -547,6 +745,42 @@ def schedule(
         shortfall=shortfall,
         overcommitted=overcommitted,
     )
+
+
+def _replaces(placements: Iterable[Placement]) -> dict[str, str]:
+    """replacement name -> the draining replica it was composed to take over from."""
+    found = {}
+    for p in placements:
+        if p.draining or p.observed is None:
+            continue
+        annotations = (p.observed.body.get("metadata") or {}).get("annotations")
+        old = annotations.get(REPLACES_ANNOTATION) if isinstance(annotations, dict) else None
+        if isinstance(old, str) and old:
+            found[p.name] = old
+    return found
+
+
+def _pair_replacements(placements: list[Placement], fresh: set[str]) -> list[Placement]:
+    """Which replica takes over from which draining one, deterministically: a replica keeps
+    the pairing it was composed with while its draining partner exists; replicas placed in
+    this pass are paired with the remaining draining ones in name order. A draining replica
+    left without a partner is stuck: no other cluster could take its replacement."""
+    draining = sorted(p.name for p in placements if p.draining)
+    partner: dict[str, str] = {}  # replacement name -> draining name
+    for name, old in sorted(_replaces(placements).items()):
+        if old in draining and old not in partner.values():
+            partner[name] = old
+    free = [name for name in draining if name not in partner.values()]
+    for name in sorted(fresh):
+        if free and name not in partner:
+            partner[name] = free.pop(0)
+    taken = set(partner.values())
+    return [
+        dataclasses.replace(
+            p, replaces=partner.get(p.name, ""), stuck=bool(p.draining) and p.name not in taken
+        )
+        for p in placements
+    ]
 
 
 def _same_name(
@@ -561,11 +795,34 @@ def _labels_match(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in wanted.items())
 
 
+def _kind(reason: str) -> tuple[str, str]:
+    """``insufficient free nodes (need 2, pool "p" has 1)`` -> (kind, details)."""
+    kind, sep, details = reason.partition(" (")
+    if sep and details.endswith(")"):
+        return kind, details[:-1]
+    return reason, ""
+
+
 def _summarise(reasons: Iterable[str]) -> str:
-    """``2 not Ready, 1 no pool matches engine "main"``: most common first, bounded."""
-    counts = Counter(reasons)
+    """``6 insufficient free nodes, 2 not Ready``: clusters counted by kind of reason, as the
+    Kubernetes scheduler does; most common first, bounded. Reasons that differ only in details
+    (which pool, how many nodes) are one group, and the details are shown only when every
+    cluster of the group shares them."""
+    counts: Counter[str] = Counter()
+    details: dict[str, Counter[str]] = {}
+    for reason in reasons:
+        kind, detail = _kind(reason)
+        counts[kind] += 1
+        details.setdefault(kind, Counter())[detail] += 1
     groups = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    shown = [f"{count} {reason}" for reason, count in groups[:MAX_REASON_GROUPS]]
+    shown = []
+    for kind, count in groups[:MAX_REASON_GROUPS]:
+        (only,) = details[kind] if len(details[kind]) == 1 else ("",)
+        if not only:
+            # Differing details are dropped, but scaling up is the actionable one: count it.
+            scalable = sum(n for d, n in details[kind].items() if d.endswith(SCALE_UP_HINT))
+            only = f"{scalable} {SCALE_UP_HINT}" if scalable and len(details[kind]) > 1 else ""
+        shown.append(f"{count} {kind} ({only})" if only else f"{count} {kind}")
     rest = sum(count for _, count in groups[MAX_REASON_GROUPS:])
     if rest:
         shown.append(f"{rest} for other reasons")
@@ -574,7 +831,7 @@ def _summarise(reasons: Iterable[str]) -> str:
 
 def scheduled_message(schedule_: Schedule, wanted: int) -> str:
     """The ``ReplicasScheduled`` message of a shortfall (D6, issue item 1)."""
-    placed = len(schedule_.placements)
+    placed = len(schedule_.staying)
     total = schedule_.checked
     if placed == 0:
         head = f"0 of {wanted} replicas scheduled (checked {total} clusters)"
@@ -583,6 +840,29 @@ def scheduled_message(schedule_: Schedule, wanted: int) -> str:
         head = f"{placed} of {wanted} replicas scheduled"
         tail = f"; 0/{total} clusters available for the rest"
     message = head + (f"{tail}: {schedule_.shortfall}" if schedule_.shortfall else "")
+    return _bounded(message + drain_message(schedule_, prefix="; "))
+
+
+def drain_message(schedule_: Schedule, prefix: str = "") -> str:
+    """What a drain is doing: which replicas leave which cluster and why, and whether each has
+    a replacement or keeps serving because no other cluster fits (the shortfall says why)."""
+    moving = [p for p in schedule_.draining if not p.stuck]
+    stuck = [p for p in schedule_.draining if p.stuck]
+    replacement = {p.replaces: p.name for p in schedule_.placements if p.replaces}
+    parts = []
+    if moving:
+        listed = ", ".join(
+            f"{p.name} on {p.cluster} ({p.draining}) until {replacement[p.name]} serves"
+            for p in moving[:MAX_REASON_GROUPS]
+        )
+        parts.append(f"draining: {listed}")
+    if stuck:
+        listed = ", ".join(f"{p.name} on {p.cluster} ({p.draining})" for p in stuck)
+        parts.append(f"kept serving, no other cluster fits: {listed}")
+    return prefix + "; ".join(parts) if parts else ""
+
+
+def _bounded(message: str) -> str:
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
     return message

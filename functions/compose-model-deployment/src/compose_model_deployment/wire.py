@@ -83,17 +83,24 @@ def _status(struct: struct_pb2.Struct) -> dict[str, Any]:
     return out
 
 
+_CLUSTER_SPEC = ("taints", "failoverGracePeriod")
+
+
 def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]] | None:
-    """InferenceClusters as {metadata, status}: their spec is never read."""
+    """InferenceClusters as {metadata, spec, status}; of the spec only taints and the
+    failover grace period are read (straight from the spec: no status copy to lag behind)."""
     items = _items(request, key)
     if items is None:
         return None
     out = []
     for item in items:
         status = item.fields.get("status")
+        spec = item.fields.get("spec")
+        spec_fields = spec.struct_value.fields if spec is not None else {}
         out.append(
             {
                 "metadata": _field(item, "metadata") or {},
+                "spec": {k: plain(spec_fields[k]) for k in _CLUSTER_SPEC if k in spec_fields},
                 "status": _status(status.struct_value)
                 if status is not None and status.WhichOneof("kind") == "struct_value"
                 else plain(status)
