@@ -48,21 +48,30 @@ def cluster(
     gateway: str | None = "203.0.113.10",
     provider: str | None = "pc",
     labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    grace: str | None = None,
+    not_ready_since: str | None = None,
 ) -> dict[str, Any]:
+    ready_condition = {"type": "Ready", "status": "True" if ready else "False"}
+    if not_ready_since:
+        ready_condition["lastTransitionTime"] = not_ready_since
     status: dict[str, Any] = {
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "conditions": [ready_condition],
         "gpuPools": list(pools) if pools else [pool()],
     }
     if gateway:
         status["gateway"] = {"address": gateway}
     if provider:
         status["providerConfigRef"] = {"name": provider}
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "InferenceCluster",
         "metadata": {"name": name, "labels": labels or {}},
         "status": status,
     }
+    if taints or grace:
+        body["spec"] = {"taints": taints or []} | ({"failoverGracePeriod": grace} if grace else {})
+    return body
 
 
 def template() -> dict[str, Any]:
@@ -172,6 +181,8 @@ def run(
     replicas: list[dict[str, Any]] = (),  # type: ignore[assignment]
     name: str = "m",
     namespace: str = NAMESPACE,
+    now: str | None = None,
+    serving: tuple[str, ...] = (),
 ) -> scheduler.Schedule:
     parsed = scheduler.parse_deployment(name, namespace, deployment)
     scheduler.compile_selectors(parsed)
@@ -179,6 +190,8 @@ def run(
         parsed,
         [scheduler.parse_cluster(c) for c in clusters],
         [r for r in map(scheduler.parse_replica, replicas) if r is not None],
+        now=scheduler.parse_time(now),
+        serving=frozenset(serving),
     )
 
 
