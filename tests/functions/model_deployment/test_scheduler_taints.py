@@ -203,14 +203,10 @@ def test_reasons_are_counted_by_kind_with_details_only_when_shared():
 
 
 def test_scale_up_hint_only_when_every_engine_fits_at_maximum_sizes():
-    two = f.spec(
-        1, f.standalone("a", f.GPU_SELECTOR, copies=2), f.standalone("b", f.GPU_SELECTOR)
-    )
+    two = f.spec(1, f.standalone("a", f.GPU_SELECTOR, copies=2), f.standalone("b", f.GPU_SELECTOR))
     # Engine a fits p at its maximum, but then engine b has nothing left: no hint.
     tight = [f.cluster("c", f.pool("p", 1, maxNodes=2))]
-    assert f.run(two, tight).shortfall == (
-        '1 insufficient free nodes (need 2, pool "p" has 1)'
-    )
+    assert f.run(two, tight).shortfall == ('1 insufficient free nodes (need 2, pool "p" has 1)')
     roomy = [f.cluster("c", f.pool("p", 1, maxNodes=3))]
     assert f.run(two, roomy).shortfall == (
         '1 insufficient free nodes (need 2, pool "p" has 1; fits after it scales up)'
