@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from modelplane_common.function import CLOCK_CONTEXT_KEY
 from modelplane_common.naming import MAX_NAME_LENGTH
 
 from modelplane import kube, xrd
@@ -63,7 +64,12 @@ class PipelineRunner(Protocol):
     """Runs one composition's pipeline (``modelplane.pipeline.run_pipeline`` bound to a host)."""
 
     def __call__(
-        self, composition: JSON, xr: JSON, observed: dict[str, JSON], required: list[JSON]
+        self,
+        composition: JSON,
+        xr: JSON,
+        observed: dict[str, JSON],
+        required: list[JSON],
+        context: JSON | None = None,
     ) -> PipelineResult: ...
 
 
@@ -74,9 +80,14 @@ class HostedRunner:
         self.host = host
 
     def __call__(
-        self, composition: JSON, xr: JSON, observed: dict[str, JSON], required: list[JSON]
+        self,
+        composition: JSON,
+        xr: JSON,
+        observed: dict[str, JSON],
+        required: list[JSON],
+        context: JSON | None = None,
     ) -> PipelineResult:
-        return run_pipeline(self.host, composition, xr, observed, required)
+        return run_pipeline(self.host, composition, xr, observed, required, context)
 
 
 @contextlib.contextmanager
@@ -187,6 +198,7 @@ class ControlPlane:
         self._changed: set[ObjectKey] = set()
         self._verdicts: dict[str, list[str]] = {}
         self._provider_stamps: dict[ObjectKey, tuple[Any, int, int]] = {}
+        self._clock_offset = datetime.timedelta(0)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -510,7 +522,9 @@ class ControlPlane:
         self, composition: JSON, xr: JSON, observed: dict[str, JSON]
     ) -> PipelineResult:
         try:
-            return self.runner(composition, xr, observed, self.objects())
+            # The simulated clock reaches the functions (failover grace periods judge it).
+            context = {CLOCK_CONTEXT_KEY: self.now()}
+            return self.runner(composition, xr, observed, self.objects(), context)
         except PipelineError as err:
             raise ComposeError(str(err), err.conditions, err.results) from err
         except Exception as err:  # a function host failure is the XR's problem, not a crash
@@ -743,9 +757,13 @@ class ControlPlane:
     # --- the store ----------------------------------------------------------------------------
 
     def now(self) -> str:
-        """Simulated time: one second per round, so output is reproducible."""
-        moment = _EPOCH + datetime.timedelta(seconds=self.rounds_run)
+        """Simulated time: one second per round (plus ``advance``), so output is reproducible."""
+        moment = _EPOCH + datetime.timedelta(seconds=self.rounds_run) + self._clock_offset
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def advance(self, seconds: float) -> None:
+        """Move the simulated clock forward (e.g. past a cluster's failover grace period)."""
+        self._clock_offset += datetime.timedelta(seconds=seconds)
 
     def _put(self, obj: JSON) -> bool:
         """Store an object; bump resourceVersion (and generation) only when it changed."""

@@ -26,6 +26,11 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common.plain import JSON, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
+# Pipeline context key carrying "now" (RFC 3339) for functions that judge elapsed time.
+# `modelplane simulate` sets it from its simulated clock and `modelplane render` takes it from
+# --context-values, so their output is deterministic; a real control plane leaves it unset and
+# functions read the wall clock.
+CLOCK_CONTEXT_KEY = "modelplane.ai/now"
 
 Severity = Literal["Normal", "Warning", "Fatal"]
 _SEVERITY = {

@@ -41,8 +41,11 @@ def _fleet(tmp_path: Path, taints=None, west_ready: str | None = None) -> str:
 
 
 def _ready(obj: dict) -> dict:
+    """Ready; an endpoint also routable (its Service exists: ``status.routing.backendName``)."""
     obj = copy.deepcopy(obj)
     obj["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]}
+    if obj["kind"] == "ModelEndpoint":
+        obj["status"]["routing"] = {"backendName": obj["metadata"]["name"]}
     return obj
 
 
@@ -160,7 +163,13 @@ def test_no_execute_drains_make_before_break(tmp_path):
     assert "endpoint-lab-east-1" in composed
     assert conditions["ReplicasReady"] == ("True", "AllReplicasReady", "2 of 2 ready")  # not 3
 
-    # 3. The replacement's endpoint is Ready (routed): only now does the old one go.
+    # 3. The replacement's endpoint is Ready but not routable yet: the old one stays.
+    endpoint = _ready(composed["endpoint-lab-east-1"])
+    del endpoint["status"]["routing"]
+    _, composed, _, _ = _render(tmp_path, fleet, [*observed, endpoint])
+    assert "replica-lab-west-0" in composed and "endpoint-lab-west-0" in composed
+
+    # 4. The replacement's endpoint is Ready and routable: only now does the old one go.
     observed.append(_ready(composed["endpoint-lab-east-1"]))
     _, composed, conditions, _ = _render(tmp_path, fleet, observed)
     assert sorted(composed) == [

@@ -19,6 +19,7 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 
+from compose_inference_cluster import cluster_drain as drain
 from compose_inference_cluster import pools as pl
 from compose_inference_cluster import resources as rs
 
@@ -57,6 +58,10 @@ def compose(
 
     # 1. The replica guard comes first, before any early exit (§4.8).
     _guard_replicas(outcome, name, observed, required.get(REPLICAS_REQUIREMENT))
+    replicas = required.get(REPLICAS_REQUIREMENT)
+    drained = drain.condition_for(xr, replicas) if replicas is not None else None
+    if drained is not None:
+        outcome.condition(drain.REPLICAS_DRAINED, *drained)
 
     try:
         cluster = ic.InferenceCluster.model_validate(without_status(xr))

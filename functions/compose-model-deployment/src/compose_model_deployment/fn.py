@@ -15,7 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
+from modelplane_common import drain_annotations
 from modelplane_common.function import (
+    CLOCK_CONTEXT_KEY,
     CompositionFunction,
     Outcome,
     Request,
@@ -35,11 +37,6 @@ SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 _REPLICA_PREFIX = "replica-"
 _ENDPOINT_PREFIX = "endpoint-"
-# The pipeline context key `modelplane render`/`simulate` set so failover is deterministic;
-# a real control plane leaves it unset and the function reads the wall clock.
-CLOCK_CONTEXT_KEY = "modelplane.ai/now"
-DRAINING_ANNOTATION = "modelplane.ai/draining"
-STUCK_ANNOTATION = "modelplane.ai/drain-blocked"
 
 JSON = dict[str, Any]
 
@@ -79,11 +76,11 @@ def _drain_annotations(placement: Placement, shortfall: str) -> dict[str, str]:
     """The replacement relation and a drain's state, readable by the InferenceCluster."""
     annotations = {}
     if placement.draining:
-        annotations[DRAINING_ANNOTATION] = placement.draining
+        annotations[drain_annotations.DRAINING] = placement.draining
     if placement.stuck:
-        annotations[STUCK_ANNOTATION] = shortfall or "no other cluster fits"
+        annotations[drain_annotations.BLOCKED] = shortfall or "no other cluster fits"
     if placement.replaces:
-        annotations[scheduler.REPLACES_ANNOTATION] = placement.replaces
+        annotations[drain_annotations.REPLACES] = placement.replaces
     return annotations
 
 
@@ -296,9 +293,17 @@ def compose(request: Request) -> Outcome:
     return _outcome(request, outcome, deployment, clusters, result)
 
 
+def _routable(endpoint: Mapping[str, Any] | None) -> bool:
+    """An endpoint ModelServices route to: Ready, with ``status.routing.backendName``."""
+    if endpoint is None or not is_ready(endpoint):
+        return False
+    routing = (endpoint.get("status") or {}).get("routing")
+    return isinstance(routing, dict) and bool(routing.get("backendName"))
+
+
 def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
     """Our replicas that are Ready and routed: Ready on a cluster that can serve, with their
-    ModelEndpoint observed Ready. Only these let a draining replica go."""
+    ModelEndpoint Ready and routable. Only these let a draining replica go."""
     by_name = {c.name: c for c in clusters}
     found = set()
     for key, body in request.observed.items():
@@ -306,7 +311,7 @@ def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
             continue
         endpoint = request.observed.get(_ENDPOINT_PREFIX + key[len(_REPLICA_PREFIX) :])
         cluster = by_name.get(str((body.get("spec") or {}).get("clusterName")))
-        if _serves(body, cluster)[0] and endpoint is not None and is_ready(endpoint):
+        if _serves(body, cluster)[0] and _routable(endpoint):
             found.add(str((body.get("metadata") or {}).get("name")))
     return frozenset(found)
 

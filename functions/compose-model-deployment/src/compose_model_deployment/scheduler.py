@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from modelplane_common import drain_annotations
 from modelplane_common.observed import condition, is_ready
 
 from compose_model_deployment import devices, names
@@ -603,7 +604,7 @@ def must_leave(deployment: Deployment, cluster: Cluster, now: datetime.datetime 
     return ""
 
 
-REPLACES_ANNOTATION = "modelplane.ai/replaces"
+REPLACES_ANNOTATION = drain_annotations.REPLACES
 
 
 def schedule(
