@@ -1,6 +1,7 @@
 """compose-model-deployment at fleet scale: one RunFunction over real gRPC.
 
-The fleet: N clusters x 4 pools (L4, A100, H100 with an InfiniBand fabric, H200), a
+The fleet: N clusters x 4 pools (L4, A100, H100 with an InfiniBand fabric, H200), 10% of
+them tainted (NoSchedule and NoExecute, with their spec as the API server returns it), a
 deployment of two engines (a Standalone "prefill" and a 2-node "decode" gang with a
 claimless leader) at 4 replicas, and 1,000 replicas of other deployments spread over the
 fleet. The baseline is the time this process needs just to decode the same request into
@@ -73,11 +74,32 @@ POOLS = [
 ]
 
 
+TAINTED_EVERY = 10  # taints on 10% of the clusters (issue 15)
+
+
+def taints(i: int) -> list[dict[str, str]]:
+    """Every tenth cluster is tainted, alternately NoSchedule (cordoned) and NoExecute
+    (draining), so the scheduler reads and matches taints on a realistic share of the fleet."""
+    if i % TAINTED_EVERY:
+        return []
+    effect = "NoSchedule" if (i // TAINTED_EVERY) % 2 else "NoExecute"
+    return [
+        {"key": "modelplane.ai/maintenance", "value": f"window-{i % 3}", "effect": effect},
+        {"key": "example.com/dedicated", "value": "research", "effect": "NoSchedule"},
+    ]
+
+
 def cluster(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "InferenceCluster",
         "metadata": {"name": f"cluster-{i:05}", "labels": {"region": f"r{i % 7}"}},
+        "spec": {
+            "cluster": {"source": "Existing", "existing": {"secretRef": {"name": f"kc-{i}"}}},
+            "nodePools": [{"name": name, "className": name} for name, _ in POOLS],
+            "taints": taints(i),
+            "failoverGracePeriod": "10m",
+        },
         "status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],
             "gateway": {"address": f"10.{i // 250}.{i % 250}.1"},
@@ -96,6 +118,7 @@ def selector(cel: str, name: str = "gpu", count: int = 1) -> dict[str, Any]:
 
 DEPLOYMENT_SPEC = {
     "replicas": 4,
+    "tolerations": [{"key": "example.com/dedicated", "operator": "Exists"}],
     "modelCacheRef": {"name": "weights"},
     "engines": [
         {

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from modelplane.validation import validate_object
+from modelplane.xrd import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -223,3 +224,23 @@ def test_install_function_packages_match_the_compositions() -> None:
         composition = yaml.safe_load(path.read_text())
         used |= {s["functionRef"]["name"] for s in composition["spec"]["pipeline"]}
     assert listed == used
+
+
+def test_autoscaler_recipes_target_a_scalable_modelplane_kind() -> None:
+    """KEDA ScaledObjects in the docs (whose own schema is KEDA's, not available offline) scale
+    a Modelplane kind whose scale subresource has a selector, within its replicas bounds."""
+    scaled = [(w, o) for w, o in OBJECTS if o.get("kind") == "ScaledObject"]
+    assert scaled, "docs/manifests/keda-autoscaling.yaml is the autoscaling recipe"
+    for where, obj in scaled:
+        target = obj["spec"]["scaleTargetRef"]
+        definition = catalog().definition_for(target["apiVersion"], target["kind"])
+        assert definition is not None, where
+        (version,) = definition.body["spec"]["versions"]
+        scale = version["subresources"]["scale"]
+        assert scale["labelSelectorPath"] == ".status.selector", where
+        replicas = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+            "replicas"
+        ]
+        low, high = obj["spec"]["minReplicaCount"], obj["spec"]["maxReplicaCount"]
+        assert replicas["minimum"] <= low <= high <= replicas["maximum"], where
+        assert all(t["type"] == "prometheus" for t in obj["spec"]["triggers"]), where
