@@ -1,0 +1,137 @@
+"""compose-model-deployment through real gRPC for issue 15: honest readiness whether or not
+the scheduler can run, the scale selector, the injected clock, drain annotations."""
+
+from __future__ import annotations
+
+import md_fleet as f
+from compose_model_deployment.fn import ModelDeploymentFunction
+from compose_model_deployment.names import replica_name
+from google.protobuf import struct_pb2
+from modelplane_common.serving import run_function
+from modelplane_common.testing import (
+    conditions,
+    desired_resources,
+    desired_status,
+    make_request,
+    observe,
+    ready_status,
+)
+
+BROKEN = f.standalone("main", "device.driver ==")
+MAINTENANCE = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
+
+
+def call(spec, clusters, observed, context=None):
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "m", "namespace": f.NAMESPACE},
+        "spec": spec,
+    }
+    request = make_request(
+        xr, observed=observed, required={"clusters": clusters, "all-replicas": []}
+    )
+    if context is not None:
+        request.context.CopyFrom(struct_pb2.Struct())
+        request.context.update(context)
+    return run_function(ModelDeploymentFunction(), request)
+
+
+def endpoint(cluster: str, index: int) -> dict:
+    """Ready and routable (its Service exists: ``status.routing.backendName``)."""
+    body = observe(
+        {
+            "apiVersion": "modelplane.ai/v1alpha1",
+            "kind": "ModelEndpoint",
+            "metadata": {"name": replica_name("m", cluster, index), "namespace": f.NAMESPACE},
+            "spec": {"url": "http://x/v1", "rewritePath": "/"},
+        },
+        ready_status(),
+    )
+    body["status"]["routing"] = {"backendName": "svc"}
+    return body
+
+
+def serving(*where: tuple[str, int]) -> dict:
+    deployment = f.spec(1)
+    observed = {}
+    for cluster, index in where:
+        observed[f"replica-{cluster}-{index}"] = observe(
+            f.replica(deployment, cluster, index), ready_status()
+        )
+        observed[f"endpoint-{cluster}-{index}"] = endpoint(cluster, index)
+    return observed
+
+
+def test_a_held_deployment_never_reads_more_ready_than_it_wants():
+    # Two ready replicas (say, mid-drain) while an edit breaks the selector: held, not "2 of 1".
+    observed = serving(("a", 0), ("b", 0))
+    rsp = call(f.spec(1, BROKEN), [f.cluster("a"), f.cluster("b")], observed)
+    assert conditions(rsp)["ReplicasScheduled"][1] == "InvalidNodeSelector"
+    assert set(desired_resources(rsp)) == set(observed)
+    assert conditions(rsp)["ReplicasReady"] == ("True", "AllReplicasReady", "1 of 1 ready")
+    assert desired_status(rsp)["replicas"] == {"total": 2, "ready": 1}
+
+
+def test_a_held_deployment_does_not_count_replicas_on_a_not_ready_cluster():
+    observed = serving(("a", 0), ("b", 0))
+    rsp = call(f.spec(2, BROKEN), [f.cluster("a"), f.cluster("b", ready=False)], observed)
+    assert conditions(rsp)["ReplicasReady"] == (
+        "False",
+        "ModelStarting",
+        "1 of 2 ready; withheld from traffic: b (not Ready)",
+    )
+    assert desired_status(rsp)["replicas"] == {"total": 2, "ready": 1}
+    # The scheduling path says exactly the same about the same replicas.
+    rsp = call(f.spec(2), [f.cluster("a"), f.cluster("b", ready=False)], observed)
+    assert conditions(rsp)["ReplicasReady"] == (
+        "False",
+        "ModelStarting",
+        "1 of 2 ready; withheld from traffic: b (not Ready)",
+    )
+
+
+def test_status_selector_selects_the_deployments_replicas():
+    rsp = call(f.spec(1), [f.cluster("a")], {})
+    assert desired_status(rsp)["selector"] == "modelplane.ai/deployment=m"
+    replica = desired_resources(rsp)["replica-a-0"]
+    assert replica["metadata"]["labels"]["modelplane.ai/deployment"] == "m"
+
+
+def test_failover_follows_the_injected_clock():
+    dead = f.cluster("a", ready=False, not_ready_since="2026-01-01T00:00:00Z")
+    observed = serving(("a", 0))
+    early = call(
+        f.spec(1), [dead, f.cluster("b")], observed, {"modelplane.ai/now": "2026-01-01T00:05:00Z"}
+    )
+    assert sorted(k for k in desired_resources(early) if k.startswith("replica-")) == [
+        "replica-a-0"
+    ]
+    late = call(
+        f.spec(1), [dead, f.cluster("b")], observed, {"modelplane.ai/now": "2026-01-01T00:11:00Z"}
+    )
+    desired = desired_resources(late)
+    assert sorted(k for k in desired if k.startswith("replica-")) == ["replica-a-0", "replica-b-0"]
+    assert desired["replica-b-0"]["metadata"]["annotations"] == {
+        "modelplane.ai/replaces": replica_name("m", "a", 0)
+    }
+    # Without the context key the wall clock is used: long past 2026-01-01 plus ten minutes.
+    real = call(f.spec(1), [dead, f.cluster("b")], observed)
+    assert "replica-b-0" in desired_resources(real)
+
+
+def test_a_tainted_cluster_keeps_the_old_endpoint_until_the_replacement_is_routable():
+    observed = serving(("a", 0))
+    tainted = f.cluster("a", taints=[MAINTENANCE])
+    rsp = call(f.spec(1), [tainted, f.cluster("b")], observed)
+    assert set(desired_resources(rsp)) == {"replica-a-0", "endpoint-a-0", "replica-b-0"}
+    # Replacement Ready with a Ready endpoint that is not routable yet: nothing goes.
+    observed["replica-b-0"] = observe(f.replica(f.spec(1), "b", 0), ready_status())
+    unroutable = endpoint("b", 0)
+    del unroutable["status"]["routing"]
+    observed["endpoint-b-0"] = unroutable
+    rsp = call(f.spec(1), [tainted, f.cluster("b")], observed)
+    assert {"replica-a-0", "endpoint-a-0"} <= set(desired_resources(rsp))
+    observed["endpoint-b-0"] = endpoint("b", 0)
+    rsp = call(f.spec(1), [tainted, f.cluster("b")], observed)
+    assert set(desired_resources(rsp)) == {"replica-b-0", "endpoint-b-0"}
