@@ -21,6 +21,15 @@ WEST = replica_name("qwen3-8b", "lab-west", 0)  # as in qwen-demo/qwen3-8b-obser
 EAST_1 = replica_name("qwen3-8b", "lab-east", 1)
 
 
+# Both demo replicas and their endpoints, as they were before any taint.
+UNDISTURBED = [
+    "endpoint-lab-east-0",
+    "endpoint-lab-west-0",
+    "replica-lab-east-0",
+    "replica-lab-west-0",
+]
+
+
 def _fleet(tmp_path: Path, taints=None, west_ready: str | None = None) -> str:
     clusters = list(yaml.safe_load_all((DEMO / "clusters.yaml").read_text()))
     west = next(c for c in clusters if c and c["metadata"]["name"] == "lab-west")
@@ -104,12 +113,7 @@ def _serving_demo() -> list[dict]:
 def test_no_schedule_keeps_the_running_replica(tmp_path):
     fleet = _fleet(tmp_path, taints=[{**MAINTENANCE, "effect": "NoSchedule"}])
     _, composed, conditions, _ = _render(tmp_path, fleet, _serving_demo())
-    assert sorted(composed) == [
-        "endpoint-lab-east-0",
-        "endpoint-lab-west-0",
-        "replica-lab-east-0",
-        "replica-lab-west-0",
-    ]
+    assert sorted(composed) == UNDISTURBED
     assert conditions["ReplicasScheduled"][:2] == ("True", "ReplicasCreated")
     assert conditions["ReplicasReady"] == ("True", "AllReplicasReady", "2 of 2 ready")
 
@@ -203,12 +207,7 @@ def test_tolerated_no_execute_leaves_the_replica_alone(tmp_path):
         for d in list(yaml.safe_load_all(text))[1:]
         if d
     )
-    assert keys == [
-        "endpoint-lab-east-0",
-        "endpoint-lab-west-0",
-        "replica-lab-east-0",
-        "replica-lab-west-0",
-    ]
+    assert keys == UNDISTURBED
 
 
 def test_no_execute_with_nowhere_to_go_keeps_serving_and_says_why(tmp_path):
@@ -224,12 +223,7 @@ def test_no_execute_with_nowhere_to_go_keeps_serving_and_says_why(tmp_path):
     fleet_path = Path(fleet)
     fleet_path.write_text(fleet_path.read_text() + "---\n" + yaml.safe_dump(other))
     _, composed, conditions, _ = _render(tmp_path, fleet, observed)
-    assert sorted(composed) == [
-        "endpoint-lab-east-0",
-        "endpoint-lab-west-0",
-        "replica-lab-east-0",
-        "replica-lab-west-0",
-    ]
+    assert sorted(composed) == UNDISTURBED
     status, reason, message = conditions["ReplicasScheduled"]
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message == (

@@ -70,13 +70,19 @@ def test_no_execute_first_keeps_the_old_replica_and_adds_its_replacement():
     )
 
 
-def test_no_execute_keeps_the_old_replica_while_the_replacement_is_not_serving():
+def _mid_drain() -> tuple[dict, list[dict], list[dict]]:
+    """a/0 on a NoExecute-tainted cluster, its replacement b/0 Ready on b."""
     deployment = f.spec(1)
     fleet = [f.cluster("a", taints=[MAINTENANCE]), f.cluster("b")]
     running = [
         f.replica(deployment, "a", 0, ready=True),
         _replacement(f.replica(deployment, "b", 0, ready=True), A0),
     ]
+    return deployment, fleet, running
+
+
+def test_no_execute_keeps_the_old_replica_while_the_replacement_is_not_serving():
+    deployment, fleet, running = _mid_drain()
     # Ready but not yet routed (no Ready endpoint): B0 is not in ``serving``.
     result = f.run(deployment, fleet, running, serving=(A0,))
     assert f.where(result) == ["a/0", "b/0"]
@@ -84,12 +90,7 @@ def test_no_execute_keeps_the_old_replica_while_the_replacement_is_not_serving()
 
 
 def test_no_execute_removes_the_old_replica_once_the_replacement_serves():
-    deployment = f.spec(1)
-    fleet = [f.cluster("a", taints=[MAINTENANCE]), f.cluster("b")]
-    running = [
-        f.replica(deployment, "a", 0, ready=True),
-        _replacement(f.replica(deployment, "b", 0, ready=True), A0),
-    ]
+    deployment, fleet, running = _mid_drain()
     result = f.run(deployment, fleet, running, serving=(A0, B0))
     assert f.where(result) == ["b/0"]
     assert result.placements[0].replaces == ""  # its partner is gone: the relation ends
