@@ -126,7 +126,12 @@ class FakeRunner:
         return _result(*args, **kwargs)
 
     def __call__(
-        self, composition: dict, xr: dict, observed: dict, required: list
+        self,
+        composition: dict,
+        xr: dict,
+        observed: dict,
+        required: list,
+        context: dict | None = None,  # the simulated clock (modelplane.ai/now); unused here
     ) -> PipelineResult:
         step = composition["spec"]["pipeline"][0]["functionRef"]["name"]
         self.calls.append((step, xr, observed))
