@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import md_fleet as f
 import pytest
-from compose_model_deployment import names, scheduler
+from compose_model_deployment import fn, names, scheduler
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 MAINTENANCE = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
 CORDON = {"key": "modelplane.ai/maintenance", "effect": "NoSchedule"}
@@ -217,3 +219,49 @@ def test_scale_up_hint_only_when_every_engine_fits_at_maximum_sizes():
 def _replacement(replica: dict, old: str) -> dict:
     replica["metadata"]["annotations"] = {scheduler.REPLACES_ANNOTATION: old}
     return replica
+
+
+# --- the zero-downtime property over random drains ---------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.lists(st.integers(0, 3), min_size=2, max_size=4),
+    replicas=st.integers(1, 4),
+    drained=st.integers(0, 3),
+    comes_up=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_a_drain_never_serves_from_fewer_replicas_than_before(nodes, replicas, drained, comes_up):
+    """Replay reconciles: every desired replica is composed, a new one starts serving when
+    ``comes_up`` says so, a removed one stops. After any reconcile, the replicas still
+    serving are never fewer than before the taint, and nothing stays draining once every
+    replacement serves."""
+    deployment = f.spec(replicas)
+    parsed = scheduler.parse_deployment("m", f.NAMESPACE, deployment)
+    clusters = [f.cluster(n, f.pool("p", size)) for n, size in zip("abcd", nodes, strict=False)]
+
+    def reconcile(fleet, observed, serving):
+        result = f.run(deployment, fleet, observed, serving=tuple(serving))
+        return result, [fn.replica_manifest(parsed, p) for p in result.placements]
+
+    # Steady state before the drain: everything placed serves.
+    _, observed = reconcile(clusters, [], set())
+    serving = {r["metadata"]["name"] for r in observed}
+    before = len(serving)
+    victim = clusters[drained % len(clusters)]["metadata"]["name"]
+    tainted = [
+        f.cluster(c["metadata"]["name"], *c["status"]["gpuPools"], taints=[MAINTENANCE])
+        if c["metadata"]["name"] == victim
+        else c
+        for c in clusters
+    ]
+    flips = iter(comes_up)
+    for _ in range(12):
+        result, observed = reconcile(tainted, observed, serving)
+        desired = {p.name for p in result.placements}
+        serving &= desired  # removed replicas stop serving at once
+        assert len(serving) >= before, (victim, result.placements)
+        serving |= {name for name in sorted(desired - serving) if next(flips, True)}
+    # Once replacements come up, the drain completes wherever capacity allowed one.
+    result, _ = reconcile(tainted, observed, serving | {p.name for p in result.placements})
+    assert all(p.stuck for p in result.draining)
