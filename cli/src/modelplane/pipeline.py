@@ -41,6 +41,8 @@ from google.protobuf.message import Message
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import CHANNEL_OPTIONS, BackgroundServer
 
+from modelplane.project import installed_name
+
 JSON = dict[str, Any]
 
 ENTRY_POINT_GROUP = "modelplane.functions"
@@ -121,8 +123,10 @@ class FunctionCallError(Exception):
 
 
 def repository_functions() -> dict[str, Any]:
-    """Function name -> entry point, for every function installed in this environment."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """Function name -> entry point, for every function installed in this environment, under
+    its directory name and under the name a control plane installs it as (project.py)."""
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return found | {installed_name(name): ep for name, ep in found.items()}
 
 
 @dataclasses.dataclass

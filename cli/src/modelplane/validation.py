@@ -28,6 +28,7 @@ from modelplane_common.managed import without_status
 
 from modelplane import celrules, openapi, repo, xrd
 from modelplane.openapi import join
+from modelplane.project import function_directory
 
 JSON = dict[str, Any]
 KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
@@ -903,11 +904,12 @@ def check_composition(
         name = (step.get("functionRef") or {}).get("name")
         if not name:
             issues.append((f"{where}.functionRef.name", "Required value"))
-        elif functions is not None and not (functions / str(name)).is_dir():
+        elif functions is not None and not (functions / function_directory(str(name))).is_dir():
             issues.append(
                 (
                     f"{where}.functionRef.name",
-                    f"unknown function {name!r}: no functions/{name} directory in the repository",
+                    f"unknown function {name!r}: no functions/{function_directory(str(name))} "
+                    "directory in the repository",
                 )
             )
     return _problems(source, composition, issues)
