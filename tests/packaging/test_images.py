@@ -22,16 +22,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-import yaml
 from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane import package
-from modelplane.controlplane import session
 from modelplane.main import cli
 from modelplane.pipeline import repository_functions
-from modelplane.project import function_directory
-from modelplane_common.plain import to_struct
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "_output"
@@ -58,32 +54,6 @@ def images() -> dict[str, Path]:
     assert result.exit_code == 0, result.output
     print(result.output)  # sizes and build times, for the CI log
     return {name: OUTPUT / "functions" / f"{name}-amd64.tar" for name in FUNCTIONS}
-
-
-@pytest.fixture(scope="module")
-def requests() -> dict[str, fnv1.RunFunctionRequest]:
-    """One real request per function: the last one each function got while the multi-cluster
-    example converged in-process (it exercises all but compose-model-cache), and for the cache
-    the first call for the ModelCache example."""
-    seen: dict[str, fnv1.RunFunctionRequest] = {}
-    with session(ROOT / "examples" / "multi-cluster") as plane:
-        host = plane.runner.host  # type: ignore[attr-defined]
-        run = host.run_function
-
-        def record(name: str, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-            seen[function_directory(name)] = fnv1.RunFunctionRequest.FromString(
-                req.SerializeToString()
-            )
-            return run(name, req)
-
-        host.run_function = record
-        plane.run(max_rounds=60)
-    cache = yaml.safe_load((ROOT / "examples" / "cache" / "cache.yaml").read_text())
-    seen["compose-model-cache"] = fnv1.RunFunctionRequest(
-        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(cache)))
-    )
-    assert sorted(seen) == FUNCTIONS
-    return seen
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +171,7 @@ def running(
 @pytest.mark.parametrize("running", FUNCTIONS, indirect=True)
 def test_image_answers_run_function_over_mtls_like_the_source(
     running: tuple[subprocess.Popen[bytes], Path],
-    requests: dict[str, fnv1.RunFunctionRequest],
+    recorded_requests: dict[str, fnv1.RunFunctionRequest],
     tls: Path,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -212,12 +182,28 @@ def test_image_answers_run_function_over_mtls_like_the_source(
             grpc.channel_ready_future(channel).result(timeout=60)
         except grpc.FutureTimeoutError:
             pytest.fail(f"{name} did not come up: {process.poll()=}\n{log.read_text()}")
-        answer = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(requests[name], timeout=60)
-    expected = repository_functions()[name].load()().run(requests[name])
+        answer = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(
+            recorded_requests[name], timeout=60
+        )
+    expected = repository_functions()[name].load()().run(recorded_requests[name])
     assert answer == expected
     assert not any("internal error" in r.message for r in answer.results), answer.results
     # Without a client certificate the handshake is refused: the server verifies against ca.crt.
     with _channel(tls, client=False) as anonymous, pytest.raises(grpc.RpcError):
-        grpcv1.FunctionRunnerServiceStub(anonymous).RunFunction(requests[name], timeout=10)
-    time.sleep(0.2)  # let the request's log line reach the file
+        grpcv1.FunctionRunnerServiceStub(anonymous).RunFunction(recorded_requests[name], timeout=10)
     assert process.poll() is None, log.read_text()
+    # Its one info line for the request, JSON by default (the log flushes line by line).
+    deadline = time.monotonic() + 10
+    while not (lines := _request_lines(log)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [line["function"] for line in lines] == [name], log.read_text()
+
+
+def _request_lines(log: Path) -> list[dict]:
+    found = []
+    for text in log.read_text().splitlines():
+        if text.startswith("{"):
+            line = json.loads(text)
+            if line.get("msg") == "RunFunction" and line.get("level") == "info":
+                found.append(line)
+    return found
