@@ -231,12 +231,20 @@ def base_layer(arch: str, cache: Path) -> Path:
 # The function layer
 
 
-def _uv() -> list[str]:
+def _uv(*args: str, failure: str) -> str:
+    """Run uv in the repository; its stdout, or PackageError starting with ``failure``."""
     if found := shutil.which("uv"):
-        return [found]
-    if python := shutil.which("python3"):
-        return [python, "-m", "uv"]
-    raise PackageError("uv is not installed: python3 -m pip install uv")
+        uv = [found]
+    elif python := shutil.which("python3"):
+        uv = [python, "-m", "uv"]
+    else:
+        raise PackageError("uv is not installed: python3 -m pip install uv")
+    done = subprocess.run(
+        [*uv, *args], cwd=repo.root(), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise PackageError(f"{failure}: {done.stderr}")
+    return done.stdout
 
 
 def console_script(function_dir: Path) -> str:
@@ -253,16 +261,13 @@ def console_script(function_dir: Path) -> str:
 def _wheel(package: str, out: Path) -> Path:
     """A fresh wheel of a workspace package (never a cached build of older source)."""
     target = out / package
-    done = subprocess.run(
-        [*_uv(), "build", "--quiet", "--wheel", "--package", package, "--out-dir", str(target)],
-        cwd=repo.root(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    _uv(
+        "build", "--quiet", "--wheel", "--package", package, "--out-dir", str(target),
+        failure=f"cannot build a wheel of {package}",
+    )  # fmt: skip
     wheels = sorted(target.glob("*.whl"))
-    if done.returncode != 0 or len(wheels) != 1:
-        raise PackageError(f"cannot build a wheel of {package}: {done.stderr}")
+    if len(wheels) != 1:
+        raise PackageError(f"cannot build a wheel of {package}: found {len(wheels)} wheels")
     return wheels[0]
 
 
@@ -275,53 +280,20 @@ def _venv(function: str, arch: str, stage: Path, wheels: list[Path]) -> str:
     venv = stage / VENV.lstrip("/")
     site = venv / "lib" / PYTHON / "site-packages"
     site.mkdir(parents=True)
-    uv = _uv()
-    requirements = subprocess.run(
-        [
-            *uv,
-            "export",
-            "--frozen",
-            "--package",
-            function,
-            "--no-dev",
-            "--no-emit-workspace",
-            "--no-hashes",
-            "--no-header",
-            "--no-annotate",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if requirements.returncode != 0:
-        raise PackageError(f"uv export failed for {function}: {requirements.stderr}")
     reqs = stage / "requirements.txt"
-    reqs.write_text(requirements.stdout)
-    installed = subprocess.run(
-        [
-            *uv,
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(site),
-            "--python-version",
-            "3.11",
-            "--python-platform",
-            ARCHITECTURES[arch][0],
-            "-r",
-            str(reqs),
-            *map(str, wheels),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if installed.returncode != 0:
-        raise PackageError(f"installing {function} for {arch} failed: {installed.stderr}")
+    reqs.write_text(
+        _uv(
+            "export", "--frozen", "--package", function, "--no-dev", "--no-emit-workspace",
+            "--no-hashes", "--no-header", "--no-annotate",
+            failure=f"uv export failed for {function}",
+        )
+    )  # fmt: skip
+    _uv(
+        "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+        "--python-version", "3.11", "--python-platform", ARCHITECTURES[arch][0],
+        "-r", str(reqs), *map(str, wheels),
+        failure=f"installing {function} for {arch} failed",
+    )  # fmt: skip
     reqs.unlink()
     # --target leaves console scripts pointing at this machine's interpreter; write our own.
     shutil.rmtree(site / "bin", ignore_errors=True)
