@@ -245,3 +245,15 @@ def test_every_function_has_package_metadata():
         assert (meta["apiVersion"], meta["kind"]) == ("meta.pkg.crossplane.io/v1beta1", "Function")
         assert meta["metadata"]["name"] == name
         assert meta["spec"]["crossplane"] == PROJECT["spec"]["crossplane"]
+
+
+def test_release_workflow_packages_both_architectures_and_pushes_on_a_tag():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yaml").read_text())
+    trigger = workflow[True]  # YAML 1.1 reads the key `on` as a boolean
+    assert trigger == {"push": {"tags": ["v*"]}}
+    (job,) = workflow["jobs"].values()
+    commands = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "modelplane package --arch amd64,arm64 --output _output" in commands
+    assert "debootstrap" in commands  # no Docker daemon: the base comes from Debian's packages
+    build, push = commands.index("crossplane project build"), commands.index("project push")
+    assert commands.index("modelplane package") < build < push
