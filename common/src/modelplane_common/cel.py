@@ -21,6 +21,7 @@ import dataclasses
 import decimal
 import functools
 import ipaddress
+import itertools
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -296,7 +297,7 @@ def _contains_cidr(cidr: Any, other: Any) -> bool:
 
 
 def _is_sorted(items: list[Any]) -> bool:
-    return all(a <= b for a, b in zip(items, items[1:], strict=False))
+    return all(a <= b for a, b in itertools.pairwise(items))
 
 
 def _sum(items: list[Any]) -> Any:
@@ -333,7 +334,9 @@ def _find(text: str, pattern: str) -> str:
 # --- format -----------------------------------------------------------------------------------
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -420,7 +423,7 @@ def _library() -> list[Any]:
         # quantity
         _fn("quantity", _overload("string_to_quantity", q, [T.STRING], _quantity)),
         _fn("isQuantity", _overload("is_quantity_string", T.BOOL, [T.STRING], _is_quantity)),
-        _fn("sign", _overload("quantity_sign", T.INT, [q], lambda a: _q(a).sign(), True)),
+        _fn("sign", _overload("quantity_sign", T.INT, [q], lambda a: _q(a).sign())),
         _fn(
             "isInteger",
             _overload("quantity_is_integer", T.BOOL, [q], lambda a: _q(a).is_integer(), True),
@@ -435,14 +438,18 @@ def _library() -> list[Any]:
         ),
         _fn(
             "add",
-            _overload("quantity_add", q, [q, q], lambda a, b: quantity_value(_q(a).add(_q(b))), True),
+            _overload(
+                "quantity_add", q, [q, q], lambda a, b: quantity_value(_q(a).add(_q(b))), True
+            ),
             _overload(
                 "quantity_add_int", q, [q, T.INT], lambda a, b: quantity_value(_q(a).add(b)), True
             ),
         ),
         _fn(
             "sub",
-            _overload("quantity_sub", q, [q, q], lambda a, b: quantity_value(_q(a).sub(_q(b))), True),
+            _overload(
+                "quantity_sub", q, [q, q], lambda a, b: quantity_value(_q(a).sub(_q(b))), True
+            ),
             _overload(
                 "quantity_sub_int", q, [q, T.INT], lambda a, b: quantity_value(_q(a).sub(b)), True
             ),
@@ -462,7 +469,11 @@ def _library() -> list[Any]:
             _fn(
                 part,
                 _overload(
-                    f"semver_{part}", T.INT, [s], lambda v, p=part: getattr(_version(v.value), p), True
+                    f"semver_{part}",
+                    T.INT,
+                    [s],
+                    lambda v, p=part: getattr(_version(v.value), p),
+                    True,
                 ),
             )
             for part in ("major", "minor", "patch")
@@ -472,12 +483,16 @@ def _library() -> list[Any]:
         # declare the signature for the checker.
         _fn(
             "isGreaterThan",
-            _overload("quantity_is_greater_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) > 0, True),
+            _overload(
+                "quantity_is_greater_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) > 0, True
+            ),
             cel.Overload("semver_is_greater_than", T.BOOL, [s, s], is_member=True),
         ),
         _fn(
             "isLessThan",
-            _overload("quantity_is_less_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) < 0, True),
+            _overload(
+                "quantity_is_less_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) < 0, True
+            ),
             cel.Overload("semver_is_less_than", T.BOOL, [s, s], is_member=True),
         ),
         _fn(
@@ -517,7 +532,13 @@ def _library() -> list[Any]:
             _overload("url_get_query", T.Map(T.STRING, T.List(T.STRING)), [u], _url_query, True),
         ),
         # IP
-        _fn("ip", _overload("string_to_ip", ip, [T.STRING], _ip), _overload("cidr_ip", ip, [cidr], lambda c: _wrap("net.IP", c.value.partition("/")[0]), True)),
+        _fn(
+            "ip",
+            _overload("string_to_ip", ip, [T.STRING], _ip),
+            _overload(
+                "cidr_ip", ip, [cidr], lambda c: _wrap("net.IP", c.value.partition("/")[0]), True
+            ),
+        ),
         _fn("isIP", _overload("is_ip", T.BOOL, [T.STRING], _is_ip)),
         _fn("ip.isCanonical", _overload("ip_is_canonical", T.BOOL, [T.STRING], _ip_is_canonical)),
         _fn("family", _overload("ip_family", T.INT, [ip], lambda a: _ip_obj(a).version, True)),
@@ -543,7 +564,10 @@ def _library() -> list[Any]:
                 True,
             ),
         ),
-        _fn("isGlobalUnicast", _overload("ip_is_global_unicast", T.BOOL, [ip], _is_global_unicast, True)),
+        _fn(
+            "isGlobalUnicast",
+            _overload("ip_is_global_unicast", T.BOOL, [ip], _is_global_unicast, True),
+        ),
         # CIDR
         _fn("cidr", _overload("string_to_cidr", cidr, [T.STRING], _cidr)),
         _fn("isCIDR", _overload("is_cidr", T.BOOL, [T.STRING], _is_cidr)),
@@ -563,7 +587,9 @@ def _library() -> list[Any]:
         ),
         _fn(
             "masked",
-            _overload("cidr_masked", cidr, [cidr], lambda c: _wrap("net.CIDR", str(_network(c))), True),
+            _overload(
+                "cidr_masked", cidr, [cidr], lambda c: _wrap("net.CIDR", str(_network(c))), True
+            ),
         ),
     ]
     # format: Kubernetes' format.<name>().validate(s) returns optional errors; cel-expr-python
@@ -684,7 +710,12 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
     try:
         expression = environment(variables).compile(source)
     except RuntimeError as err:
-        return CelCompileError(_strip_status(str(err)))
+        text = _strip_status(str(err))
+        # cel-go's wording where cel-cpp's differs, as the API server reports it.
+        text = text.replace(
+            "has() argument must be a field selection", "invalid argument to has() macro"
+        )
+        return CelCompileError(text)
     ast = celast.decode(expression.serialize())
     try:
         _post_check(source, ast)

@@ -174,7 +174,9 @@ def _expr(data: bytes) -> Expr:
             entry_fields = _fields(entry)
             key = _one(entry_fields, 3)
             items.append(
-                _expr(key) if key is not None else Expr(0, "const", "string", _text(entry_fields, 2))
+                _expr(key)
+                if key is not None
+                else Expr(0, "const", "string", _text(entry_fields, 2))
             )
             items.append(_expr(_one(entry_fields, 4, b"")))
         message = _text(create, 1)
