@@ -40,6 +40,12 @@ T = cel.Type
 class CelCompileError(ValueError):
     """An expression the API server would refuse to compile; the message is cel-go's."""
 
+    def one_line(self) -> str:
+        """The error lines without the source excerpt, on one line."""
+        text = str(self)
+        lines = [line for line in text.splitlines() if line.startswith("ERROR: ")]
+        return "; ".join(lines) or text
+
 
 class CelEvalError(Exception):
     """An evaluation error (no such key, no matching overload, a library function's error)."""

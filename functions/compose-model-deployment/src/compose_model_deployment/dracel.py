@@ -60,16 +60,10 @@ def _compile(expression: str) -> CompiledSelector | SelectorCompileError:
     try:
         program = cel.compile_expression(expression, map_variables=("device",))
     except cel.CelCompileError as err:
-        return SelectorCompileError(_short(str(err)))
+        return SelectorCompileError(err.one_line().replace("ERROR: ", "")[:_MAX_ERROR_LENGTH])
     if program.result_type not in ("bool", "dyn"):
         return SelectorCompileError(f"must evaluate to bool, not {program.result_type}")
     return CompiledSelector(expression, program, _indexed_domains(program.ast.expr))
-
-
-def _short(text: str) -> str:
-    """cel-go's errors without the source excerpt lines, joined on one line."""
-    lines = [line.removeprefix("ERROR: ") for line in text.splitlines() if line.startswith("ERROR")]
-    return ("; ".join(lines) or text)[:_MAX_ERROR_LENGTH]
 
 
 def _domain_map(node: celast.Expr | None) -> str | None:
