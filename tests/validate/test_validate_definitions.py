@@ -40,7 +40,7 @@ def problems(xrd_body: dict[str, Any]) -> list[tuple[str, str]]:
     return [(p.path, p.message) for p in validation.check_definition(xrd_body, "x.yaml")]
 
 
-SPEC = "spec.versions[0].schema.openAPIV3Schema.properties.spec"
+SPEC = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
 
 
 def with_rule(rule: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -186,13 +186,13 @@ def test_structural_schema_rules():
     }
     found = dict(problems(definition(schema)))
     base = f"{SPEC}.properties"
-    assert found[f"{base}.untyped.type"].startswith("Required value")
-    assert "mutual exclusive" in found[f"{base}.both.additionalProperties"]
-    assert found[f"{base}.list.items"].startswith("Required value")
-    assert found[f"{base}.badDefault.default"] == (
+    assert found[f"{base}[untyped].type"].startswith("Required value")
+    assert "mutual exclusive" in found[f"{base}[both].additionalProperties"]
+    assert found[f"{base}[list].items"].startswith("Required value")
+    assert found[f"{base}[badDefault].default"] == (
         "Invalid value: 0: should be greater than or equal to 1"
     )
-    assert not any(k.startswith((f"{base}.loose", f"{base}.port")) for k in found)
+    assert not any(k.startswith((f"{base}[loose]", f"{base}[port]")) for k in found)
 
 
 def test_list_map_keys_must_be_required_or_defaulted():
@@ -209,7 +209,7 @@ def test_list_map_keys_must_be_required_or_defaulted():
     }
     assert problems(definition(schema)) == [
         (
-            f"{SPEC}.properties.ports.items.properties.name.default",
+            f"{SPEC}.properties[ports].items.properties[name].default",
             "Required value: this property is in x-kubernetes-list-map-keys, so it must have a "
             "default or be a required property",
         )
@@ -229,7 +229,7 @@ def test_a_default_with_an_unknown_field_is_reported():
     }
     assert problems(definition(schema)) == [
         (
-            f"{SPEC}.properties.limits.default.gpu",
+            f"{SPEC}.properties[limits].default.gpu",
             'unknown field "gpu" (not declared in the schema)',
         )
     ]

@@ -100,11 +100,18 @@ def catalog_with(documents: list[Document]) -> xrd.Catalog:
     compositions = {key: list(value) for key, value in base.compositions.items()}
     for doc in documents:
         body = doc.body
-        if not isinstance(body, dict) or not str(body.get("apiVersion", "")).startswith(
-            "apiextensions.crossplane.io/"
-        ):
+        if not isinstance(body, dict):
             continue
+        api_version = str(body.get("apiVersion", ""))
         try:
+            if body.get("kind") == "CustomResourceDefinition" and api_version.startswith(
+                "apiextensions.k8s.io/"
+            ):
+                definition = xrd.Definition(Path(doc.file), body)
+                definitions[(definition.group, definition.kind)] = definition
+                continue
+            if not api_version.startswith("apiextensions.crossplane.io/"):
+                continue
             if body.get("kind") == "CompositeResourceDefinition":
                 definition = xrd.Definition(Path(doc.file), body)
                 definitions[(definition.group, definition.kind)] = definition

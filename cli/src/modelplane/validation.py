@@ -155,6 +155,8 @@ def validate_object(
         "apiextensions.crossplane.io/"
     ):
         return problems + check_definition(obj, source)
+    if kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1":
+        return problems + check_definition(obj, source)
     if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
         return problems + check_composition(obj, source, catalog)
     model = generated_model(api_version, kind)
@@ -225,10 +227,13 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
     issues = _check_metadata(obj)
     value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
-    legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
-        definition.body["spec"].get("scope") == "LegacyCluster"
-    )
-    root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
+    if definition.is_crd:
+        root = celrules.with_object_meta(schema)
+    else:
+        legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
+            definition.body["spec"].get("scope") == "LegacyCluster"
+        )
+        root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
     allowed = {"": {"apiVersion", "kind", "metadata"}}
     for path, message in openapi.check_value(root, value, allowed_extra=allowed):
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
@@ -468,6 +473,14 @@ XRD_SHAPE: JSON = {
         }
     },
 }  # fmt: skip
+# A CustomResourceDefinition: the same parts, with `storage` instead of `referenceable`.
+CRD_SHAPE: JSON = copy.deepcopy(XRD_SHAPE)
+CRD_SHAPE["properties"]["spec"]["properties"]["scope"]["enum"] = ["Namespaced", "Cluster"]
+CRD_SHAPE["properties"]["spec"]["required"] = ["group", "names", "scope", "versions"]
+_CRD_VERSION = CRD_SHAPE["properties"]["spec"]["properties"]["versions"]["items"]
+_CRD_VERSION["required"] = ["name", "served", "storage"]
+_CRD_VERSION["properties"].pop("referenceable")
+_CRD_VERSION["properties"]["storage"] = {"type": "boolean"}
 COMPOSITION_SHAPE: JSON = {
     "type": "object",
     "required": ["spec"],
@@ -536,7 +549,7 @@ def _schema_problem(schema: Any, path: str = "") -> str | None:
     for key in ("required", "x-kubernetes-list-map-keys"):
         if not all(isinstance(item, str) for item in schema.get(key) or []):
             return f"{join(path, key)}: must be a list of strings"
-    children = [(f"properties.{k}", v) for k, v in (schema.get("properties") or {}).items()]
+    children = [(f"properties[{k}]", v) for k, v in (schema.get("properties") or {}).items()]
     children += [(k, schema[k]) for k in ("items", "additionalProperties", "not") if k in schema]
     children += [
         (f"{k}[{i}]", sub)
@@ -553,9 +566,11 @@ def _schema_problem(schema: Any, path: str = "") -> str | None:
 
 
 def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
-    """The API server's (and Crossplane's) checks of an XRD: structural schemas, defaults,
-    list-map keys, and every CEL rule compiling within the cost budget."""
-    if shape_issues := _shape_issues(XRD_SHAPE, definition):
+    """The API server's (and Crossplane's) checks of an XRD or a CustomResourceDefinition:
+    names, versions, structural schemas, defaults, list-map keys, and every CEL rule compiling
+    within the cost budget."""
+    crd = definition.get("kind") == "CustomResourceDefinition"
+    if shape_issues := _shape_issues(CRD_SHAPE if crd else XRD_SHAPE, definition):
         return _problems(source, definition, shape_issues)
     issues: list[tuple[str, str]] = []
     spec = definition["spec"]
@@ -575,7 +590,15 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     if not isinstance(versions, list) or not versions:
         issues.append(("spec.versions", "Required value: at least one version"))
         versions = []
-    if versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
+    if crd:
+        if versions and sum(bool(v.get("storage")) for v in versions) != 1:
+            issues.append(
+                (
+                    "spec.versions",
+                    "Invalid value: must have exactly one version marked as storage version",
+                )
+            )
+    elif versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
         issues.append(("spec.versions", "exactly one version must be referenceable"))
     seen: set[str] = set()
     for index, version in enumerate(versions):
@@ -641,7 +664,7 @@ def _schema_nodes(schema: JSON) -> list[tuple[str, JSON, int, bool]]:
         out.append((path, node, cardinality, in_junctor))
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
-                visit(sub, f"{path}.properties.{name}", cardinality, in_junctor)
+                visit(sub, f"{path}.properties[{name}]", cardinality, in_junctor)
         if isinstance(node.get("items"), dict):
             visit(node["items"], f"{path}.items", cardinality * _elements(node), in_junctor)
         if isinstance(node.get("additionalProperties"), dict):
@@ -763,7 +786,7 @@ def _check_list_type(node: JSON) -> list[tuple[str, str]]:
     required = set(items.get("required") or [])
     for key in keys:
         prop = properties.get(key)
-        where = f"items.properties.{key}"
+        where = f"items.properties[{key}]"
         if prop is None:
             issues.append(
                 ("x-kubernetes-list-map-keys", f"Invalid value: {key!r}: not a property of items")
