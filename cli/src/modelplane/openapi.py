@@ -301,7 +301,10 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.rule_issues.append((path, f"Invalid value: rule {source!r}: {err}"))
             continue
         if compiled.uses_old_self:
-            continue  # transition rules only run on update; offline there is no old object
+            if rule.get("optionalOldSelf") is not True:
+                continue  # transition rules run on update; validate models a create
+            # optionalOldSelf rules also run on create, with oldSelf an empty optional.
+            compiled = celrules.compile_rule(f"cel.bind(oldSelf, optional.none(), (\n{source}\n))")
         if bound is None:
             bound = celrules.to_cel(value, schema)
         issue = evaluate_rule(rule, compiled, bound)

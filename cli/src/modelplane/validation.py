@@ -626,8 +626,8 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
     if schema.get("type") != "object":
         issues.append((f"{base}.type", "Required value: must be object at the root"))
     total_cost = 0
-    for path, node, cardinality, in_junctor in _schema_nodes(schema):
-        where = base + path
+    for entry in _schema_nodes(schema):
+        node, in_junctor, where = entry.node, entry.in_junctor, base + entry.path
         issues.extend((f"{where}.{p}" if p else where, m) for p, m in _check_node(node, in_junctor))
         if in_junctor:
             continue
@@ -635,7 +635,8 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
             for sub_path, message in openapi.check_value(node, node["default"]):
                 issues.append((join(f"{where}.default", sub_path).rstrip("."), message))
         for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
-            rule_issues, cost = _check_rule(rule, node, cardinality)
+            loose = base + entry.uncorrelatable if entry.uncorrelatable else None
+            rule_issues, cost = _check_rule(rule, node, entry.cardinality, loose)
             total_cost += cost
             issues.extend(
                 (f"{where}.x-kubernetes-validations[{index}].{p}", m) for p, m in rule_issues
@@ -656,34 +657,47 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
     return issues
 
 
-def _schema_nodes(schema: JSON) -> list[tuple[str, JSON, int, bool]]:
-    """(path, node, max times the node can occur in one object, inside allOf/anyOf/oneOf/not)."""
-    out: list[tuple[str, JSON, int, bool]] = []
+@dataclasses.dataclass(frozen=True)
+class _SchemaNode:
+    path: str
+    node: JSON
+    cardinality: int  # max times the node can occur in one object
+    in_junctor: bool  # inside allOf/anyOf/oneOf/not
+    uncorrelatable: str | None  # the items path of an atomic or set list above, if any
 
-    def visit(node: JSON, path: str, cardinality: int, in_junctor: bool) -> None:
-        out.append((path, node, cardinality, in_junctor))
+
+def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
+    out: list[_SchemaNode] = []
+
+    def visit(node: JSON, path: str, cardinality: int, junctor: bool, loose: str | None) -> None:
+        out.append(_SchemaNode(path, node, cardinality, junctor, loose))
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
-                visit(sub, f"{path}.properties[{name}]", cardinality, in_junctor)
+                visit(sub, f"{path}.properties[{name}]", cardinality, junctor, loose)
         if isinstance(node.get("items"), dict):
-            visit(node["items"], f"{path}.items", cardinality * _elements(node), in_junctor)
+            items = f"{path}.items"
+            # Only list-map items correlate an old object's item with the new one's.
+            if node.get("x-kubernetes-list-type") != "map":
+                loose = loose or items
+            visit(node["items"], items, cardinality * _elements(node), junctor, loose)
         if isinstance(node.get("additionalProperties"), dict):
             visit(
                 node["additionalProperties"],
                 f"{path}.additionalProperties",
                 cardinality * _elements(node),
-                in_junctor,
+                junctor,
+                loose,
             )
         for key in ("allOf", "anyOf", "oneOf"):
             for index, sub in enumerate(node.get(key) or []):
                 if node.get("x-kubernetes-int-or-string") and sub in _INT_OR_STRING_BRANCHES:
                     continue  # the one place a junctor may name types
                 if isinstance(sub, dict):
-                    visit(sub, f"{path}.{key}[{index}]", cardinality, True)
+                    visit(sub, f"{path}.{key}[{index}]", cardinality, True, loose)
         if isinstance(node.get("not"), dict):
-            visit(node["not"], f"{path}.not", cardinality, True)
+            visit(node["not"], f"{path}.not", cardinality, True, loose)
 
-    visit(schema, "", 1, False)
+    visit(schema, "", 1, False, None)
     return out
 
 
@@ -807,8 +821,11 @@ def _check_list_type(node: JSON) -> list[tuple[str, str]]:
     return issues
 
 
-def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str, str]], int]:
-    """Compile one rule (and its messageExpression) and estimate its cost in the schema."""
+def _check_rule(
+    rule: Any, node: JSON, cardinality: int, uncorrelatable: str | None = None
+) -> tuple[list[tuple[str, str]], int]:
+    """Compile one rule (and its messageExpression), estimate its cost in the schema, and
+    check where a transition rule may stand (the API server's messages)."""
     if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
         return [("rule", "Required value")], 0
     issues: list[tuple[str, str]] = []
@@ -825,6 +842,8 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
             continue
         expression_cost = per_call * cardinality
         cost += expression_cost
+        if field == "rule":
+            issues.extend(_transition_issues(rule, source, uncorrelatable))
         if expression_cost > celrules.STATIC_COST_LIMIT:
             label = "estimated rule cost" if field == "rule" else "estimated messageExpression cost"
             issues.append(
@@ -835,8 +854,26 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
                 )
             )
     message = rule.get("message")
-    if message is not None and (not str(message).strip() or "\n" in str(message)):
-        issues.append(("message", "Invalid value: must be non-empty and on one line"))
+    if message is not None and not str(message).strip():
+        issues.append(
+            ("message", f"Invalid value: {message!r}: message must be non-empty if specified")
+        )
+    elif message is not None and re.search(r"[\n\r]", str(message)):
+        issues.append(
+            ("message", f"Invalid value: {message!r}: message must not contain line breaks")
+        )
+    elif re.search(r"[\n\r]", rule["rule"]) and not str(message or "").strip():
+        issues.append(
+            ("message", "Required value: message must be specified if rule contains line breaks")
+        )
+    expression = rule.get("messageExpression")
+    if expression is not None and not str(expression).strip():
+        issues.append(
+            (
+                "messageExpression",
+                "Required value: messageExpression must be non-empty if specified",
+            )
+        )
     reason = rule.get("reason")
     if reason is not None and reason not in VALID_RULE_REASONS:
         issues.append(
@@ -850,6 +887,31 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
     if field_path and not _valid_field_path(node, str(field_path)):
         issues.append(("fieldPath", f"Invalid value: {field_path!r}: must be a valid path"))
     return issues, cost
+
+
+def _transition_issues(
+    rule: JSON, source: str, uncorrelatable: str | None
+) -> list[tuple[str, str]]:
+    """A rule using oldSelf must stand where old and new values correlate; optionalOldSelf
+    only on such a rule."""
+    if celrules.compile_rule(source).uses_old_self:
+        if uncorrelatable:
+            return [
+                (
+                    "rule",
+                    f"Invalid value: {source!r}: oldSelf cannot be used on the uncorrelatable "
+                    f"portion of the schema within {uncorrelatable}",
+                )
+            ]
+    elif rule.get("optionalOldSelf") is not None:
+        shown = json.dumps(rule["optionalOldSelf"])
+        return [
+            (
+                "optionalOldSelf",
+                f"Invalid value: {shown}: may not be set if oldSelf is not used in rule",
+            )
+        ]
+    return []
 
 
 def _valid_field_path(node: JSON, field_path: str) -> bool:
