@@ -183,7 +183,8 @@ def test_kubernetes_libraries_are_available_to_rules(tmp_path):
         "x-kubernetes-validations": [
             {"rule": "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'",
              "message": "endpoint must be an https URL"},
-            {"rule": "cidr(self.cidr).containsIP('10.0.0.1')", "message": "cidr must hold 10.0.0.1"},
+            {"rule": "cidr(self.cidr).containsIP('10.0.0.1')",
+             "message": "cidr must hold 10.0.0.1"},
             {"rule": "quantity(self.memory).isGreaterThan(quantity('1Gi'))",
              "message": "memory must exceed 1Gi"},
             {"rule": "isSemver(self.version, true)", "message": "version must be semver"},
@@ -208,6 +209,7 @@ def test_kubernetes_libraries_are_available_to_rules(tmp_path):
 def test_a_crd_needs_exactly_one_storage_version(tmp_path):
     body = crd(REPLICAS, storage=False)
     code, report = run(tmp_path, body)
+    assert code == 1
     assert messages(report)["spec.versions"] == (
         "Invalid value: must have exactly one version marked as storage version"
     )
