@@ -59,7 +59,8 @@ _OPERATORS = {
 
 def _literal_text(expr: celast.Expr) -> str:
     if expr.name in ("string", "bytes"):
-        return repr(str(expr.value))
+        # Quoted as written, unescaped: the estimator sizes a literal by its content.
+        return f"'{expr.value}'" if expr.name == "string" else f"'{expr.value!r}'"
     if expr.name == "bool":
         return "true" if expr.value else "false"
     if expr.name == "null":
@@ -313,8 +314,8 @@ class Estimator:
 
     @staticmethod
     def _literal(text: str) -> Shape:
-        if text[:1] in ("'", '"') or text[:2].lower() in ("r'", 'r"'):
-            return Shape("string", size=len(text))
+        if text[:1] == "'":
+            return Shape("string", size=len(text) - 2)
         if text in ("true", "false"):
             return BOOL
         if text == "null":
@@ -370,7 +371,9 @@ class Estimator:
                 return cost + 1 + length, INT if "ndex" in name else BOOL
             return cost + _scan(length), INT if "ndex" in name else BOOL
         if name == "matches":
-            return cost + _scan(length, REGEX_FACTOR), BOOL
+            # cel-go: scanning the string times the regex's size (a guess at its states).
+            regex = arg_results[0][1].size if arg_results else length
+            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), BOOL
         if name in ("lowerAscii", "upperAscii", "trim", "replace", "substring", "charAt"):
             return cost + _scan(length), Shape("string", None, length)
         if name == "split":
@@ -412,7 +415,8 @@ class Estimator:
         count = range_shape.size
         element = range_shape.element or DYN
         if range_shape.kind == "map":
-            bound = [Shape("string", None, MAX_REQUEST_BYTES), element]
+            # The API server sizes map keys as plain strings with no bound it knows: 0.
+            bound = [Shape("string", None, 0), element]
         else:
             bound = [INT, element] if len(variables) == 2 else [element]
         scope = dict(zip(variables, bound, strict=False))

@@ -9,7 +9,9 @@ environment mirrors what the Kubernetes 1.34 API server gives CRD rules (design/
 * heterogeneous numeric comparison (``1 < 2.5``): the runtime has it, the checker is told;
 * homogeneous aggregate literals (``[1, 'a']`` is a compile error, as in Kubernetes);
 * the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``), regex (``find``,
-  ``findAll``), URL, IP/CIDR, quantity and semver, and the ``format`` library's named formats.
+  ``findAll``), URL, IP/CIDR, quantity and semver. Not the ``format`` library: its
+  ``validate()`` returns an optional, which a Python function cannot return here, so rules
+  using it fail to compile (loudly) rather than run differently. See design/cel.md.
 
 Kubernetes' opaque types (Quantity, Semver, URL, IP, CIDR) are small protobuf messages holding
 one canonical string, so equality is by value and ``type()`` names them as Kubernetes does.
@@ -337,50 +339,6 @@ def _find(text: str, pattern: str) -> str:
     return match.group(0) if match else ""
 
 
-# --- format -----------------------------------------------------------------------------------
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def _qualified_name(text: str) -> list[str]:
-    prefix, slash, name = text.rpartition("/")
-    errors = []
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        errors.append("prefix part must be a lowercase RFC 1123 subdomain")
-    if not name or len(name) > 63 or not _QUALIFIED.match(name):
-        errors.append("name part must consist of alphanumeric characters, '-', '_' or '.'")
-    return errors
-
-
-def _pattern_check(pattern: re.Pattern[str], limit: int, what: str) -> Callable[[str], list[str]]:
-    def check(text: str) -> list[str]:
-        errors = []
-        if len(text) > limit:
-            errors.append(f"must be no more than {limit} characters")
-        if not pattern.match(text):
-            errors.append(f"a {what} must match the regex {pattern.pattern}")
-        return errors
-
-    return check
-
-
-FORMATS: dict[str, Callable[[str], list[str]]] = {
-    "dns1123Label": _pattern_check(_DNS1123_LABEL, 63, "lowercase RFC 1123 label"),
-    "dns1123Subdomain": _pattern_check(_DNS1123_SUBDOMAIN, 253, "lowercase RFC 1123 subdomain"),
-    "dns1035Label": _pattern_check(_DNS1035_LABEL, 63, "DNS-1035 label"),
-    "qualifiedName": _qualified_name,
-    "labelValue": _pattern_check(_LABEL_VALUE, 63, "valid label"),
-    "cIdentifier": _pattern_check(_C_IDENTIFIER, 1 << 30, "valid C identifier"),
-}
-
-
 # ---------------------------------------------------------------------------------------------
 # Declarations.
 
@@ -401,6 +359,12 @@ _COMPARABLE = {
 }  # fmt: skip
 _NUMERIC = {"int64": T.INT, "uint64": T.UINT, "double": T.DOUBLE}
 _ORDERINGS = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater", "_>=_": "greater_equals"}
+# Standard string() conversions, redeclared so IP and CIDR can join them.
+_TO_STRING = {
+    "string_to_string": T.STRING, "int64_to_string": T.INT, "uint64_to_string": T.UINT,
+    "double_to_string": T.DOUBLE, "bytes_to_string": T.BYTES, "bool_to_string": T.BOOL,
+    "timestamp_to_string": T.TIMESTAMP, "duration_to_string": T.DURATION,
+}  # fmt: skip
 
 
 def _ordering_decls() -> list[Any]:
@@ -419,6 +383,11 @@ def _ordering_decls() -> list[Any]:
             if a != b
         ]
         decls.append(cel.FunctionDecl(function, overloads))
+    conversions = [cel.Overload(name, T.STRING, [t]) for name, t in _TO_STRING.items()]
+    # IP and CIDR are both messages to the runtime: one implementation serves both.
+    conversions.append(cel.Overload("ip_to_string", T.STRING, [IP], impl=lambda v: v.value))
+    conversions.append(cel.Overload("cidr_to_string", T.STRING, [CIDR]))
+    decls.append(cel.FunctionDecl("string", conversions))
     return decls
 
 
@@ -598,13 +567,6 @@ def _library() -> list[Any]:
             ),
         ),
     ]
-    # format: Kubernetes' format.<name>().validate(s) returns optional errors; cel-expr-python
-    # cannot return optionals from Python, so the named formats are offered as
-    # format.<name>(s) -> list of errors (empty when valid). See design/cel.md.
-    for name, check in FORMATS.items():
-        decls.append(
-            _fn(f"format.{name}", _overload(f"format_{name}", T.List(T.STRING), [T.STRING], check))
-        )
     return decls
 
 
@@ -627,7 +589,7 @@ extensions:
   - name: bindings
 stdlib:
   exclude_functions:
-""" + "".join(f'    - name: "{op}"\n' for op in _ORDERINGS)
+""" + "".join(f'    - name: "{op}"\n' for op in (*_ORDERINGS, "string"))
 
 
 @functools.cache
