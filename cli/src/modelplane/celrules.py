@@ -162,16 +162,41 @@ BOOL = Shape("bool")
 INT = Shape("int")
 
 
-def _min_serialized(schema: JSON) -> int:
-    """The fewest bytes a value of this schema takes in JSON (as the API server estimates)."""
+# The fewest JSON bytes of a few string formats, as apiextensions-apiserver sizes them.
+_MIN_FORMAT_SIZE = {"date": 12, "date-time": 22, "duration": 4}
+
+
+def min_serialized(schema: JSON) -> int:
+    """The fewest bytes a value of this schema takes in JSON, as the API server estimates:
+    an object is {} plus every required property without a default."""
+    if schema.get("x-kubernetes-int-or-string"):
+        return 1
     kind = schema.get("type")
     if kind == "string":
-        return 2
+        return _MIN_FORMAT_SIZE.get(schema.get("format", ""), 2)
     if kind == "boolean":
         return 4
-    if kind in ("object", "array"):
+    if kind == "array":
         return 2
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        size = 2
+        for name in schema.get("required") or []:
+            prop = properties.get(name)
+            if isinstance(prop, dict) and "default" not in prop:
+                size += len(name) + min_serialized(prop) + 4
+        return size
     return 1
+
+
+def max_cardinality(schema: JSON) -> int:
+    """How many values of this schema fit in one request (for a node under unbounded lists)."""
+    return MAX_REQUEST_BYTES // (min_serialized(schema) + 1)
+
+
+def is_bounded(schema: JSON) -> bool:
+    """Whether a list or map declares its size bound."""
+    return "maxItems" in schema if schema.get("type") == "array" else "maxProperties" in schema
 
 
 def max_elements(schema: JSON) -> int:
@@ -179,13 +204,13 @@ def max_elements(schema: JSON) -> int:
     if schema.get("type") == "array":
         if "maxItems" in schema:
             return int(schema["maxItems"])
-        return (MAX_REQUEST_BYTES - 2) // (_min_serialized(schema.get("items") or {}) + 1)
+        return (MAX_REQUEST_BYTES - 2) // (min_serialized(schema.get("items") or {}) + 1)
     if "maxProperties" in schema:
         return int(schema["maxProperties"])
     value = schema.get("additionalProperties")
     value = value if isinstance(value, dict) else {}
     # An entry takes at least a 2-byte key, its quotes, a colon and a comma besides the value.
-    return (MAX_REQUEST_BYTES - 2) // (_min_serialized(value) + 6)
+    return (MAX_REQUEST_BYTES - 2) // (min_serialized(value) + 6)
 
 
 def max_string_length(schema: JSON) -> int:
@@ -223,16 +248,16 @@ def shape_of(schema: JSON | None) -> Shape:
 
 
 def with_object_meta(schema: JSON) -> JSON:
-    """A root schema as rules see it: the API server adds apiVersion, kind, metadata.name and
-    metadata.generateName for CEL even when the schema does not declare them."""
-    name = {"type": "string", "maxLength": 253}
+    """A root schema as rules see it: unless its metadata declares name and generateName as
+    strings, the API server gives rules apiVersion, kind, metadata.name and
+    metadata.generateName as plain (unbounded) strings, whatever the schema says of them."""
     properties = dict(schema.get("properties") or {})
-    properties.setdefault("apiVersion", {"type": "string", "maxLength": 253})
-    properties.setdefault("kind", {"type": "string", "maxLength": 63})
-    properties.setdefault(
-        "metadata",
-        {"type": "object", "properties": {"name": name, "generateName": name}},
-    )
+    metadata = (properties.get("metadata") or {}).get("properties") or {}
+    if all((metadata.get(n) or {}).get("type") == "string" for n in ("name", "generateName")):
+        return schema
+    text = {"type": "string"}
+    properties["apiVersion"] = properties["kind"] = text
+    properties["metadata"] = {"type": "object", "properties": {"name": text, "generateName": text}}
     return {**schema, "properties": properties}
 
 
@@ -388,7 +413,9 @@ class Estimator:
             return cost + 1 + length, shape.element or DYN
         if name in ("string", "int", "uint", "double", "bool", "bytes", "duration", "timestamp"):
             kind = {"uint": "int", "bool": "bool"}.get(name, name)
-            return cost + _scan(length), Shape(kind, None, length)
+            # cel-go: only string<->bytes conversions scan their input; the rest cost 1.
+            copies = (name, shape.kind) in (("string", "bytes"), ("bytes", "string"))
+            return cost + (_scan(length) if copies else 1), Shape(kind, None, length)
         if name in ("quantity", "isQuantity"):
             return cost + _scan(length), Shape("dyn", None, length) if name == "quantity" else BOOL
         return cost + 1, DYN

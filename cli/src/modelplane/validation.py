@@ -159,6 +159,9 @@ def validate_object(
         return problems + check_definition(obj, source)
     if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
         return problems + check_composition(obj, source, catalog)
+    shipped = shipped_crd(api_version, kind)
+    if shipped is not None:
+        return _validate_composite(obj, source, shipped)
     model = generated_model(api_version, kind)
     if model is not None:
         return problems + _validate_with_model(obj, source, model)
@@ -309,6 +312,41 @@ def _valid_qualified_name(key: str) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Other kinds: generated models and core Kubernetes schemas
+
+
+@cache
+def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
+    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
+    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+    group, _, version = api_version.rpartition("/")
+    if not group:
+        return None
+    package = group.replace(".", "_").replace("-", "_")
+    try:
+        module = importlib.import_module(f"{GENERATED}.{package}.{version}")
+    except ImportError:
+        return None
+    path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "spec": {
+            "group": group,
+            "scope": record["scope"],
+            "names": {"kind": record["kind"]},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "schema": {"openAPIV3Schema": record["openAPIV3Schema"]},
+                }
+            ],
+        },
+    }
+    return xrd.Definition(path, body)
 
 
 def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
@@ -667,35 +705,36 @@ class _SchemaNode:
 
 
 def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
+    """Every node with its cardinality as the API server reckons it: the product of the
+    maxItems/maxProperties above it when all are declared, else how many values of the node
+    fit in one request."""
     out: list[_SchemaNode] = []
 
-    def visit(node: JSON, path: str, cardinality: int, junctor: bool, loose: str | None) -> None:
+    def visit(node: JSON, path: str, bound: int | None, junctor: bool, loose: str | None) -> None:
+        cardinality = bound if bound is not None else celrules.max_cardinality(node)
         out.append(_SchemaNode(path, node, cardinality, junctor, loose))
+        inner = bound * _elements(node) if bound is not None and celrules.is_bounded(node) else None
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
-                visit(sub, f"{path}.properties[{name}]", cardinality, junctor, loose)
+                visit(sub, f"{path}.properties[{name}]", bound, junctor, loose)
         if isinstance(node.get("items"), dict):
             items = f"{path}.items"
             # Only list-map items correlate an old object's item with the new one's.
             if node.get("x-kubernetes-list-type") != "map":
                 loose = loose or items
-            visit(node["items"], items, cardinality * _elements(node), junctor, loose)
+            visit(node["items"], items, inner, junctor, loose)
         if isinstance(node.get("additionalProperties"), dict):
             visit(
-                node["additionalProperties"],
-                f"{path}.additionalProperties",
-                cardinality * _elements(node),
-                junctor,
-                loose,
+                node["additionalProperties"], f"{path}.additionalProperties", inner, junctor, loose
             )
         for key in ("allOf", "anyOf", "oneOf"):
             for index, sub in enumerate(node.get(key) or []):
                 if node.get("x-kubernetes-int-or-string") and sub in _INT_OR_STRING_BRANCHES:
                     continue  # the one place a junctor may name types
                 if isinstance(sub, dict):
-                    visit(sub, f"{path}.{key}[{index}]", cardinality, True, loose)
+                    visit(sub, f"{path}.{key}[{index}]", bound, True, loose)
         if isinstance(node.get("not"), dict):
-            visit(node["not"], f"{path}.not", cardinality, True, loose)
+            visit(node["not"], f"{path}.not", bound, True, loose)
 
     visit(schema, "", 1, False, None)
     return out
