@@ -12,6 +12,7 @@ from modelplane import generate, repo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="modelplane", prog_name="modelplane")
 def cli() -> None:
     """Modelplane: render, validate and simulate compositions offline."""
 

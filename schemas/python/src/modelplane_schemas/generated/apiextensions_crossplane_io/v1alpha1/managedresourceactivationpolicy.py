@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
-from pydantic import BaseModel, ConfigDict, Field, RootModel
-
-
-class ActivateItem(RootModel[str]):
-    root: Annotated[str, Field(min_length=1)]
+from pydantic import BaseModel, ConfigDict
+from typing import Any, Literal
 
 
 class Spec(BaseModel):
@@ -15,7 +11,7 @@ class Spec(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    activate: Annotated[list[ActivateItem], Field(min_length=1)]
+    activate: list[str]
 
 
 class ManagedResourceActivationPolicy(BaseModel):
@@ -28,5 +24,5 @@ class ManagedResourceActivationPolicy(BaseModel):
     )
     kind: Literal["ManagedResourceActivationPolicy"] | None = "ManagedResourceActivationPolicy"
     metadata: dict[str, Any] | None = None
-    spec: Spec
+    spec: Spec | None = None
     status: dict[str, Any] | None = None
