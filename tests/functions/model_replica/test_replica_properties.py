@@ -74,6 +74,9 @@ env = st.lists(
         ),
     ),
     max_size=3,
+    # Container env is a list map keyed by name: a CRD-backed workload (LeaderWorkerSet) with a
+    # duplicate name is refused by the workload cluster's API server.
+    unique_by=lambda item: item["name"],
 )
 user_labels = st.dictionaries(
     st.sampled_from(["team", "app", "modelplane.ai/serving", "llm-d.ai/role", "tier"]),
