@@ -33,14 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "_output"
 FUNCTIONS = package.functions()
 PORT = 9443
-TOOLS = ("debootstrap", "dpkg-deb", "unshare", "chroot", "openssl", "tar")
+TOOLS = ("debootstrap", "dpkg-deb", "unshare", "chroot", "openssl", "tar", "skopeo")
 
 
 def _missing_prerequisite() -> str | None:
     if os.geteuid() != 0:
         return "building and starting images needs root (debootstrap, chroot)"
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    return f"missing {', '.join(missing)} (apt-get install debootstrap)" if missing else None
+    return f"missing {', '.join(missing)} (apt-get install debootstrap skopeo)" if missing else None
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,26 @@ def test_every_image_shares_one_base_layer_and_stays_small(images: dict[str, Pat
         bases.add(config["rootfs"]["diff_ids"][0])
         assert sum(len(layer) for layer in layers) < 150_000_000, f"{name} is too large"
     assert len(bases) == 1
+
+
+def test_another_tool_reads_both_layouts_and_verifies_every_digest(
+    images: dict[str, Path], tmp_path: Path
+) -> None:
+    """skopeo (containers/image, not our code) reads the tarball as a docker-save archive and
+    as an OCI archive, and copying it checks each layer against the config's diff_ids."""
+    path = images["compose-model-deployment"]
+    for transport in ("docker-archive", "oci-archive"):
+        shown = subprocess.run(
+            ["skopeo", "inspect", f"{transport}:{path}"], capture_output=True, text=True, check=True
+        )
+        assert json.loads(shown.stdout)["Architecture"] == "amd64"
+    copied = subprocess.run(
+        ["skopeo", "copy", "-q", f"docker-archive:{path}", f"oci:{tmp_path / 'copy'}:latest"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert copied.returncode == 0, copied.stderr
 
 
 def _start(root: Path, entrypoint: str, log: Path) -> subprocess.Popen[bytes]:
