@@ -56,6 +56,22 @@ class RewriteImage(BaseModel):
     prefix: str
 
 
+class ConfigRef(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: str
+
+
+class Runtime(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    configRef: ConfigRef | None = None
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -65,6 +81,7 @@ class Spec(BaseModel):
     registry: Registry | None = None
     verification: Verification | None = None
     rewriteImage: RewriteImage | None = None
+    runtime: Runtime | None = None
 
 
 class ImageConfig(BaseModel):
