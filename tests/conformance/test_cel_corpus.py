@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from modelplane import celrules, repo, validation
+from modelplane import celrules, validation
 from modelplane_common import cel
 
 HERE = Path(__file__).parent
