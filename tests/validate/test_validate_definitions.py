@@ -86,7 +86,7 @@ def test_a_rule_calling_an_unknown_function_does_not_compile():
 @pytest.mark.parametrize(
     ("rule", "error"),
     [
-        ("self.size == 'big'", "found no matching overload for '==' applied to '(int, string)'"),
+        ("self.size == 'big'", "found no matching overload for '_==_' applied to '(int, string)'"),
         ("self.size + 1", "must evaluate to bool, not int"),
         ("has(self.size + 1)", "ERROR: <input>:1:15: invalid argument to has() macro"),
         (
@@ -292,7 +292,8 @@ NAMES = {"type": "array", "maxItems": 8, "items": NAME}
         ("quantity(self.name).compareTo(quantity('1G')) < 0", {"name": "1000Mi"}, False),
         ("self.count.sum() == 6 && self.count.max() == 3", {"count": [1, 2, 3]}, True),
         ("self.name.indexOf('b') == 1", {"name": "abc"}, True),
-        ("self.count.max() > 2.5 && self.count[0] == 1.0", {"count": [1, 2, 3]}, True),
+        # Orderings compare int with double; equality does not compile (cel-go).
+        ("self.count.max() > 2.5 && self.count[0] < 1.5", {"count": [1, 2, 3]}, True),
         ("type(self.name) == string && type(self.count) == list", {"name": "a", "count": []}, True),
     ],
 )

@@ -354,9 +354,11 @@ class Estimator:
             return cost + (1 + sb.size if sb.kind == "list" else 1), BOOL
         if op in ("==", "!=", "<", "<=", ">", ">="):
             kinds = {sa.kind, sb.kind}
-            if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"int", "double"}:
+            # Orderings compare int and double; equality is declared per type (cel-go).
+            numeric = kinds == {"int", "double"} and op not in ("==", "!=")
+            if len(kinds) == 2 and kinds <= _SCALARS and not numeric:
                 raise RuleError(
-                    f"compilation failed: found no matching overload for '{op}' applied to "
+                    f"compilation failed: found no matching overload for '_{op}_' applied to "
                     f"'({sa.kind}, {sb.kind})'"
                 )
             if "string" in (sa.kind, sb.kind) or "bytes" in (sa.kind, sb.kind):
