@@ -621,7 +621,8 @@ class Program:
         """The result as plain Python (dicts, lists, scalars, messages); CelEvalError on error."""
         try:
             value = self.expression.eval(data=variables)
-        except RuntimeError as err:
+        except (RuntimeError, TypeError, ValueError) as err:
+            # RuntimeError: cel-cpp's status; TypeError/ValueError: data it cannot convert.
             raise CelEvalError(_strip_status(str(err))) from err
         if value.type() == T.ERROR:
             raise CelEvalError(_strip_status(str(value.value())))
