@@ -366,6 +366,13 @@ class Estimator:
             if sa.kind in ("list", "map") or sb.kind in ("list", "map"):
                 return cost + 1 + max(sa.size, sb.size), BOOL
             return cost + 1, BOOL
+        kinds = {sa.kind, sb.kind}
+        if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"timestamp", "duration"}:
+            # CEL has no arithmetic across types (not even int with double).
+            raise RuleError(
+                f"compilation failed: found no matching overload for '_{op}_' applied to "
+                f"'({sa.kind}, {sb.kind})'"
+            )
         if op == "+" and sa.kind in ("string", "bytes"):
             return cost + _scan(sa.size + sb.size), Shape(sa.kind, None, sa.size + sb.size)
         if op == "+" and sa.kind == "list":

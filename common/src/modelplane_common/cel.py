@@ -680,6 +680,11 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
         text = text.replace(
             "has() argument must be a field selection", "invalid argument to has() macro"
         )
+        text = re.sub(
+            r"\w+\(\) variable name must be a simple identifier",
+            "argument must be a simple name",
+            text,
+        )
         return CelCompileError(text)
     ast = celast.decode(expression.serialize())
     try:
