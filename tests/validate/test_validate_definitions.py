@@ -401,3 +401,34 @@ def test_junctors_apply_value_validations_with_their_own_meaning():
     assert found({"a": "x", "size": 7}) == [
         ("spec.size", "Invalid value: must match exactly one schema in oneOf, matches 2")
     ]
+
+
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+
+def annotations(pattern: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "annotations": {
+                "type": "object",
+                "maxProperties": 32,
+                "additionalProperties": {"type": "string", "maxLength": 8192},
+                "x-kubernetes-validations": [
+                    {"rule": f"self.all(k, k.matches('{pattern}'))", "message": "bad key"}
+                ],
+            }
+        },
+    }
+
+
+def test_label_key_rules_as_the_api_server_judged_them():
+    """The XRDs of issue 12: `\\.` in a CEL string is a compile error; written `\\\\.` and
+    bounded (32 keys, values of 8192) the API server accepted them, cost included."""
+    broken = problems(definition(annotations(LABEL_KEY.replace(r"\\.", r"\."))))
+    assert len(broken) == 1
+    assert "Syntax error: token recognition error" in broken[0][1]
+    assert problems(definition(annotations(LABEL_KEY))) == []
