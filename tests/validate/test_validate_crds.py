@@ -274,3 +274,29 @@ def test_crossplane_install_manifests_validate(tmp_path):
         "spec.package": "Required value",
         "spec.pakage": 'unknown field "pakage" (not declared in the schema)',
     }
+
+
+def test_nulls_defaults_and_list_types_as_the_api_server_applies_them(tmp_path):
+    schema = {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.nick)", "message": "a null field is pruned"},
+            {"rule": "has(self.note)", "message": "a nullable null stays"},
+            {"rule": "self.size == 3", "message": "a null field with a default gets it"},
+        ],
+        "properties": {
+            "nick": {"type": "string", "maxLength": 10},
+            "note": {"type": "string", "maxLength": 10, "nullable": True},
+            "size": {"type": "integer", "default": 3},
+            "tags": {
+                "type": "array",
+                "maxItems": 4,
+                "items": {"type": "string", "maxLength": 5},
+                "x-kubernetes-list-type": "set",
+            },
+        },
+    }
+    spec = {"nick": None, "note": None, "size": None, "tags": ["a", "b"]}
+    assert run(tmp_path, crd(schema), widget(spec))[0] == 0
+    code, report = run(tmp_path, crd(schema), widget({**spec, "tags": ["a", "a"]}))
+    assert (code, messages(report)) == (1, {"spec.tags[1]": 'Duplicate value: "a"'})
