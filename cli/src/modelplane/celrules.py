@@ -145,6 +145,11 @@ class Shape:
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
 _SCALARS = {"string", "int", "double", "bool", "bytes"}
+# Kubernetes library functions that parse a string (global calls).
+_PARSERS = (
+    "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr",
+    "isCIDR",
+)  # fmt: skip
 # Type names are values in CEL: `type(self.x) == string`.
 _TYPE_NAMES = (
     "int",
@@ -390,7 +395,7 @@ class Estimator:
             return cost, BOOL
         if target is None and name in ("size", "int", "uint", "double", "string", "bool",
                                        "dyn", "duration", "timestamp", "bytes", "type",
-                                       "quantity", "isQuantity") and node.args:  # fmt: skip
+                                       *_PARSERS) and node.args:  # fmt: skip
             target, args = node.args[0], node.args[1:]
         else:
             args = node.args
@@ -404,10 +409,11 @@ class Estimator:
             if shape.kind == "list":
                 return cost + 1 + length, INT if "ndex" in name else BOOL
             return cost + _scan(length), INT if "ndex" in name else BOOL
-        if name == "matches":
+        if name in ("matches", "find", "findAll"):
             # cel-go: scanning the string times the regex's size (a guess at its states).
             regex = arg_results[0][1].size if arg_results else length
-            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), BOOL
+            found = BOOL if name == "matches" else Shape("list", None, length, shape)
+            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), found
         if name in ("lowerAscii", "upperAscii", "trim", "replace", "substring", "charAt"):
             return cost + _scan(length), Shape("string", None, length)
         if name == "split":
@@ -425,8 +431,9 @@ class Estimator:
             # cel-go: only string<->bytes conversions scan their input; the rest cost 1.
             copies = (name, shape.kind) in (("string", "bytes"), ("bytes", "string"))
             return cost + (_scan(length) if copies else 1), Shape(kind, None, length)
-        if name in ("quantity", "isQuantity"):
-            return cost + _scan(length), Shape("dyn", None, length) if name == "quantity" else BOOL
+        if name in _PARSERS:
+            # The Kubernetes libraries parse their string argument: one scan.
+            return cost + _scan(length), BOOL if name.startswith("is") else Shape("dyn")
         return cost + 1, DYN
 
     def _index(self, node: Node) -> tuple[int, Shape]:
