@@ -222,3 +222,81 @@ def test_text_output_and_version(tmp_path):
     assert (result.exit_code, result.output.strip()) == (0, "2 objects valid")
     version = CliRunner().invoke(cli, ["--version"])
     assert version.output.startswith("modelplane, version ")
+
+
+CROSSPLANE_INSTALL = """\
+apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata: {name: provider-helm}
+spec:
+  package: xpkg.upbound.io/upbound/provider-helm:v1.2.0
+  runtimeConfigRef: {name: helm}
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: DeploymentRuntimeConfig
+metadata: {name: helm}
+spec:
+  deploymentTemplate: {spec: {template: {spec: {containers: [{name: package-runtime}]}}}}
+---
+apiVersion: pkg.crossplane.io/v1
+kind: Function
+metadata: {name: function-auto-ready}
+spec: {package: xpkg.crossplane.io/crossplane-contrib/function-auto-ready:v0.5.0}
+---
+apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata: {name: platform}
+spec: {package: xpkg.example.com/platform:v1.0.0}
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata: {name: mirror}
+spec:
+  matchImages: [{type: Prefix, prefix: xpkg.upbound.io}]
+  rewriteImage: {prefix: registry.example.com/xpkg}
+---
+apiVersion: apiextensions.crossplane.io/v1alpha1
+kind: ManagedResourceActivationPolicy
+metadata: {name: default}
+spec: {activate: ["*.helm.m.crossplane.io"]}
+"""
+
+
+def test_crossplane_install_manifests_validate(tmp_path):
+    path = tmp_path / "install.yaml"
+    path.write_text(CROSSPLANE_INSTALL)
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert (result.exit_code, result.output.strip()) == (0, "6 objects valid")
+    path.write_text(CROSSPLANE_INSTALL.replace("package: xpkg.upbound", "pakage: xpkg.upbound"))
+    result = CliRunner().invoke(cli, ["validate", "-o", "json", str(path)])
+    assert result.exit_code == 1
+    assert messages(json.loads(result.output)) == {
+        "spec.package": "Required value",
+        "spec.pakage": 'unknown field "pakage" (not declared in the schema)',
+    }
+
+
+def test_nulls_defaults_and_list_types_as_the_api_server_applies_them(tmp_path):
+    schema = {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.nick)", "message": "a null field is pruned"},
+            {"rule": "has(self.note)", "message": "a nullable null stays"},
+            {"rule": "self.size == 3", "message": "a null field with a default gets it"},
+        ],
+        "properties": {
+            "nick": {"type": "string", "maxLength": 10},
+            "note": {"type": "string", "maxLength": 10, "nullable": True},
+            "size": {"type": "integer", "default": 3},
+            "tags": {
+                "type": "array",
+                "maxItems": 4,
+                "items": {"type": "string", "maxLength": 5},
+                "x-kubernetes-list-type": "set",
+            },
+        },
+    }
+    spec = {"nick": None, "note": None, "size": None, "tags": ["a", "b"]}
+    assert run(tmp_path, crd(schema), widget(spec))[0] == 0
+    code, report = run(tmp_path, crd(schema), widget({**spec, "tags": ["a", "a"]}))
+    assert (code, messages(report)) == (1, {"spec.tags[1]": 'Duplicate value: "a"'})

@@ -145,6 +145,11 @@ class Shape:
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
 _SCALARS = {"string", "int", "double", "bool", "bytes"}
+# Kubernetes library functions that parse a string (global calls).
+_PARSERS = (
+    "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr",
+    "isCIDR",
+)  # fmt: skip
 # Type names are values in CEL: `type(self.x) == string`.
 _TYPE_NAMES = (
     "int",
@@ -354,9 +359,11 @@ class Estimator:
             return cost + (1 + sb.size if sb.kind == "list" else 1), BOOL
         if op in ("==", "!=", "<", "<=", ">", ">="):
             kinds = {sa.kind, sb.kind}
-            if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"int", "double"}:
+            # Orderings compare int and double; equality is declared per type (cel-go).
+            numeric = kinds == {"int", "double"} and op not in ("==", "!=")
+            if len(kinds) == 2 and kinds <= _SCALARS and not numeric:
                 raise RuleError(
-                    f"compilation failed: found no matching overload for '{op}' applied to "
+                    f"compilation failed: found no matching overload for '_{op}_' applied to "
                     f"'({sa.kind}, {sb.kind})'"
                 )
             if "string" in (sa.kind, sb.kind) or "bytes" in (sa.kind, sb.kind):
@@ -364,6 +371,13 @@ class Estimator:
             if sa.kind in ("list", "map") or sb.kind in ("list", "map"):
                 return cost + 1 + max(sa.size, sb.size), BOOL
             return cost + 1, BOOL
+        kinds = {sa.kind, sb.kind}
+        if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"timestamp", "duration"}:
+            # CEL has no arithmetic across types (not even int with double).
+            raise RuleError(
+                f"compilation failed: found no matching overload for '_{op}_' applied to "
+                f"'({sa.kind}, {sb.kind})'"
+            )
         if op == "+" and sa.kind in ("string", "bytes"):
             return cost + _scan(sa.size + sb.size), Shape(sa.kind, None, sa.size + sb.size)
         if op == "+" and sa.kind == "list":
@@ -381,7 +395,7 @@ class Estimator:
             return cost, BOOL
         if target is None and name in ("size", "int", "uint", "double", "string", "bool",
                                        "dyn", "duration", "timestamp", "bytes", "type",
-                                       "quantity", "isQuantity") and node.args:  # fmt: skip
+                                       *_PARSERS) and node.args:  # fmt: skip
             target, args = node.args[0], node.args[1:]
         else:
             args = node.args
@@ -395,10 +409,11 @@ class Estimator:
             if shape.kind == "list":
                 return cost + 1 + length, INT if "ndex" in name else BOOL
             return cost + _scan(length), INT if "ndex" in name else BOOL
-        if name == "matches":
+        if name in ("matches", "find", "findAll"):
             # cel-go: scanning the string times the regex's size (a guess at its states).
             regex = arg_results[0][1].size if arg_results else length
-            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), BOOL
+            found = BOOL if name == "matches" else Shape("list", None, length, shape)
+            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), found
         if name in ("lowerAscii", "upperAscii", "trim", "replace", "substring", "charAt"):
             return cost + _scan(length), Shape("string", None, length)
         if name == "split":
@@ -416,8 +431,9 @@ class Estimator:
             # cel-go: only string<->bytes conversions scan their input; the rest cost 1.
             copies = (name, shape.kind) in (("string", "bytes"), ("bytes", "string"))
             return cost + (_scan(length) if copies else 1), Shape(kind, None, length)
-        if name in ("quantity", "isQuantity"):
-            return cost + _scan(length), Shape("dyn", None, length) if name == "quantity" else BOOL
+        if name in _PARSERS:
+            # The Kubernetes libraries parse their string argument: one scan.
+            return cost + _scan(length), BOOL if name.startswith("is") else Shape("dyn")
         return cost + 1, DYN
 
     def _index(self, node: Node) -> tuple[int, Shape]:

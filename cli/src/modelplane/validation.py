@@ -315,17 +315,25 @@ def _valid_qualified_name(key: str) -> bool:
 # Other kinds: generated models and core Kubernetes schemas
 
 
-@cache
-def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
-    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
-    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+def _generated(api_version: str, *name: str) -> Any:
+    """The generated package of an apiVersion (or a module in it), or None."""
     group, _, version = api_version.rpartition("/")
     if not group:
         return None
     package = group.replace(".", "_").replace("-", "_")
     try:
-        module = importlib.import_module(f"{GENERATED}.{package}.{version}")
+        return importlib.import_module(".".join((GENERATED, package, version, *name)))
     except ImportError:
+        return None
+
+
+@cache
+def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
+    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
+    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+    group, _, version = api_version.rpartition("/")
+    module = _generated(api_version)
+    if module is None:
         return None
     path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
     if not path.is_file():
@@ -352,15 +360,8 @@ def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
 
 def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
     """The generated model of a CRD kind, or None if there is none."""
-    group, _, version = api_version.rpartition("/")
-    if not group:
-        return None
-    package = group.replace(".", "_").replace("-", "_")
-    try:
-        module = importlib.import_module(f"{GENERATED}.{package}.{version}.{kind.lower()}")
-    except ImportError:
-        return None
-    model = getattr(module, kind, None)
+    module = _generated(api_version, kind.lower())
+    model = getattr(module, kind, None) if module is not None else None
     return model if isinstance(model, type) and issubclass(model, pydantic.BaseModel) else None
 
 

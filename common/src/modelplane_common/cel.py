@@ -391,6 +391,19 @@ def _ordering_decls() -> list[Any]:
     return decls
 
 
+def _quantity_arithmetic(name: str) -> Any:
+    """``q.add(r)``/``q.sub(r)`` for a quantity or an int ``r``."""
+
+    def apply(a: Any, b: Any) -> Any:
+        return quantity_value(getattr(_q(a), name)(_q_operand(b)))
+
+    return _fn(
+        name,
+        _overload(f"quantity_{name}", QUANTITY, [QUANTITY, QUANTITY], apply, True),
+        _overload(f"quantity_{name}_int", QUANTITY, [QUANTITY, T.INT], apply, True),
+    )
+
+
 def _library() -> list[Any]:
     q, s, u, ip, cidr = QUANTITY, SEMVER, URL, IP, CIDR
     any_list = T.List(T.DYN)
@@ -411,24 +424,7 @@ def _library() -> list[Any]:
             "asApproximateFloat",
             _overload("quantity_as_float", T.DOUBLE, [q], lambda a: _q(a).as_float(), True),
         ),
-        _fn(
-            "add",
-            _overload(
-                "quantity_add", q, [q, q], lambda a, b: quantity_value(_q(a).add(_q(b))), True
-            ),
-            _overload(
-                "quantity_add_int", q, [q, T.INT], lambda a, b: quantity_value(_q(a).add(b)), True
-            ),
-        ),
-        _fn(
-            "sub",
-            _overload(
-                "quantity_sub", q, [q, q], lambda a, b: quantity_value(_q(a).sub(_q(b))), True
-            ),
-            _overload(
-                "quantity_sub_int", q, [q, T.INT], lambda a, b: quantity_value(_q(a).sub(b)), True
-            ),
-        ),
+        *(_quantity_arithmetic(name) for name in ("add", "sub")),
         # semver
         _fn(
             "semver",
@@ -625,7 +621,8 @@ class Program:
         """The result as plain Python (dicts, lists, scalars, messages); CelEvalError on error."""
         try:
             value = self.expression.eval(data=variables)
-        except RuntimeError as err:
+        except (RuntimeError, TypeError, ValueError) as err:
+            # RuntimeError: cel-cpp's status; TypeError/ValueError: data it cannot convert.
             raise CelEvalError(_strip_status(str(err))) from err
         if value.type() == T.ERROR:
             raise CelEvalError(_strip_status(str(value.value())))
@@ -682,6 +679,11 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
         # cel-go's wording where cel-cpp's differs, as the API server reports it.
         text = text.replace(
             "has() argument must be a field selection", "invalid argument to has() macro"
+        )
+        text = re.sub(
+            r"\w+\(\) variable name must be a simple identifier",
+            "argument must be a simple name",
+            text,
         )
         return CelCompileError(text)
     ast = celast.decode(expression.serialize())

@@ -137,6 +137,12 @@ def _constant(data: bytes) -> tuple[str, Any]:
     return "null", None
 
 
+def _maybe(fields: _Fields) -> Expr | None:
+    """Field 1 (a select's operand, a call's receiver) when present."""
+    raw = _one(fields, 1)
+    return _expr(raw) if raw is not None else None
+
+
 def _expr(data: bytes) -> Expr:
     fields = _fields(data)
     ident = _one(fields, 2, 0)
@@ -147,24 +153,12 @@ def _expr(data: bytes) -> Expr:
         return Expr(ident, "ident", _text(_fields(fields[4][-1]), 1))
     if 5 in fields:
         select = _fields(fields[5][-1])
-        operand = _one(select, 1)
-        return Expr(
-            ident,
-            "select",
-            _text(select, 2),
-            target=_expr(operand) if operand is not None else None,
-            test_only=bool(_one(select, 3, 0)),
-        )
+        test_only = bool(_one(select, 3, 0))
+        return Expr(ident, "select", _text(select, 2), target=_maybe(select), test_only=test_only)
     if 6 in fields:
         call = _fields(fields[6][-1])
-        target = _one(call, 1)
-        return Expr(
-            ident,
-            "call",
-            _text(call, 2),
-            target=_expr(target) if target is not None else None,
-            args=tuple(_expr(a) for a in call.get(3, [])),
-        )
+        args = tuple(_expr(a) for a in call.get(3, []))
+        return Expr(ident, "call", _text(call, 2), target=_maybe(call), args=args)
     if 7 in fields:
         return Expr(ident, "list", args=tuple(_expr(e) for e in _fields(fields[7][-1]).get(1, [])))
     if 8 in fields:

@@ -74,8 +74,7 @@ env = st.lists(
         ),
     ),
     max_size=3,
-    # Container env is a list map keyed by name: a CRD-backed workload (LeaderWorkerSet) with a
-    # duplicate name is refused by the workload cluster's API server.
+    # env is a list map keyed by name: the workload API server rejects a repeated name.
     unique_by=lambda item: item["name"],
 )
 user_labels = st.dictionaries(
