@@ -8,7 +8,6 @@ the same model, or a composed object would reach the API server with `int_` (an 
 from __future__ import annotations
 
 import json
-
 import shutil
 from collections.abc import Iterator
 from pathlib import Path

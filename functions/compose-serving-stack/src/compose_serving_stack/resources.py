@@ -149,6 +149,7 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
     if spec.nvidiaDriverRoot and spec.nvidiaDriverRoot != "/":
         dra_values["nvidiaDriverRoot"] = spec.nvidiaDriverRoot
     oci_envoy = "oci://docker.io/envoyproxy"
+    nfd_version = versions.nodeFeatureDiscovery or pins.nodeFeatureDiscovery
     return [
         ("cert-manager", helm.Chart("cert-manager", "https://charts.jetstack.io",
                                     versions.certManager or pins.certManager),
@@ -169,7 +170,7 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
          "lws-system", None),
         ("node-feature-discovery", helm.Chart("node-feature-discovery",
                                               "oci://registry.k8s.io/nfd/charts",
-                                              versions.nodeFeatureDiscovery or pins.nodeFeatureDiscovery),
+                                              nfd_version),
          "node-feature-discovery", None),
         ("dra-driver", helm.Chart("dra-driver-nvidia-gpu",
                                   "oci://registry.k8s.io/dra-driver-nvidia/charts",
