@@ -62,3 +62,10 @@ def test_the_old_four_crd_gateway_bundle_no_longer_converges(
     assert "Traefik's Gateway provider is not running: no CRD for GRPCRoute, BackendTLSPolicy" in (
         result.stderr
     )
+
+
+def test_a_kind_kubernetes_does_not_have_is_refused_in_a_built_in_group(tmp_path: Path):
+    (tmp_path / "widget.yaml").write_text("apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n")
+    result = simulate(tmp_path)
+    assert result.exit_code == 1
+    assert 'Widget/w: no matches for kind "Widget" in version "v1"' in result.stderr

@@ -20,6 +20,7 @@ chart Modelplane composes ships as CRDs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cache
 
 from modelplane.kube import JSON, condition_status, group_of, lookup, meta
 
@@ -239,11 +240,24 @@ def discover(objects: Iterable[JSON]) -> dict[str, frozenset[ServedKind]]:
     return {cluster: frozenset(kinds) for cluster, kinds in served.items()}
 
 
+@cache
+def builtin_kind(api_version: str, kind: str) -> bool:
+    """Whether Kubernetes itself serves this kind (it has a schema in the Kubernetes release
+    the validator pins), e.g. ``v1 Namespace`` yes, ``v1 Widget`` no."""
+    from modelplane import validation  # noqa: PLC0415 - schemas load only when needed
+
+    probe = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "probe"}}
+    return not any(
+        not problem.path and problem.message.startswith("no schema for")
+        for problem in validation.validate_object(probe, "<discovery>")
+    )
+
+
 def serves(discovery: Discovery, cluster: str, api_version: str, kind: str) -> bool:
     """Whether ``cluster`` accepts objects of this kind (XRDs are the caller's business)."""
     group = group_of(api_version)
     if group in BUILTIN_GROUPS:
-        return True
+        return builtin_kind(api_version, kind)
     if cluster == CONTROL_PLANE and (
         group in OPERATOR_GROUPS or group.endswith(OPERATOR_GROUP_SUFFIX)
     ):
