@@ -138,10 +138,18 @@ _PROVIDER_GROUPS = {
     "Object": {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"},
     "Release": {"helm.crossplane.io", "helm.m.crossplane.io"},
 }
-# Kinds whose changes can change what some cluster serves.
-DISCOVERY_KINDS = frozenset(
-    {"CustomResourceDefinition", "Object", "Release", "ProviderConfig", "ClusterProviderConfig"}
+# Kinds whose changes can change what some cluster serves (Objects only when wrapping a CRD).
+_DISCOVERY_KINDS = frozenset(
+    {"CustomResourceDefinition", "Release", "ProviderConfig", "ClusterProviderConfig"}
 )
+
+
+def changes_discovery(obj: JSON) -> bool:
+    """Whether writing or deleting ``obj`` can change what a cluster serves."""
+    if obj.get("kind") in _DISCOVERY_KINDS:
+        return True
+    manifest = lookup(obj, ".spec.forProvider.manifest")
+    return obj.get("kind") == "Object" and isinstance(manifest, dict) and _is_crd(manifest)
 
 
 def no_matches(api_version: str, kind: str) -> str:

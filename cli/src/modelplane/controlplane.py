@@ -187,7 +187,8 @@ class ControlPlane:
         self._changed: set[ObjectKey] = set()
         self._verdicts: dict[str, list[str]] = {}
         self._provider_stamps: dict[ObjectKey, tuple[Any, int, int, int]] = {}
-        self._discovery: tuple[apiserver.Discovery, apiserver.ClusterResolver] | None = None
+        # (what each cluster serves, config resolver, fingerprint), dropped when it may change
+        self._discovery: tuple[apiserver.Discovery, apiserver.ClusterResolver, int] | None = None
         # Deletes a Usage denied (or a Usage's finalizer holds), retried every round: key -> why
         self._pending_deletes: dict[ObjectKey, str] = {}
         self.providers.admission = self.remote_admission
@@ -310,12 +311,14 @@ class ControlPlane:
 
     # --- discovery (the strict API server, decision D8) -----------------------------------------
 
-    def discovery(self) -> tuple[apiserver.Discovery, apiserver.ClusterResolver]:
-        """What each cluster serves, recomputed only after a CRD, Object, Release or config
-        changed."""
+    def discovery(self) -> tuple[apiserver.Discovery, apiserver.ClusterResolver, int]:
+        """What each cluster serves, recomputed only after a CRD, a CRD-wrapping Object, a
+        Release or a provider config changed; with a fingerprint of it."""
         if self._discovery is None:
             objects = list(self._objects.values())
-            self._discovery = (apiserver.discover(objects), apiserver.ClusterResolver(objects))
+            served = apiserver.discover(objects)
+            fingerprint = hash(tuple(sorted(served.items())))
+            self._discovery = (served, apiserver.ClusterResolver(objects), fingerprint)
         return self._discovery
 
     def serves(self, api_version: str, kind: str, cluster: str = apiserver.CONTROL_PLANE) -> bool:
@@ -417,7 +420,7 @@ class ControlPlane:
         self._pending_deletes.pop(key, None)
         del self._objects[key]
         self._changed.add(key)
-        if key[1] in apiserver.DISCOVERY_KINDS:
+        if apiserver.changes_discovery(obj):
             self._discovery = None
         for applied in [a for a in self._applied if a[0] == key]:
             del self._applied[applied]
@@ -478,7 +481,7 @@ class ControlPlane:
         configs = hash(frozenset(key for key in self._objects if key[1] in PROVIDER_CONFIG_KINDS))
         for key in sorted(self._objects):
             # What a cluster serves decides whether an Object's manifest is accepted.
-            served = hash(tuple(sorted(self.discovery()[0].items()))) if key[1] == "Object" else 0
+            served = self.discovery()[2] if key[1] == "Object" else 0
             obj = self._objects[key]
             if self.is_composite(obj):
                 continue
@@ -856,7 +859,7 @@ class ControlPlane:
         metadata["resourceVersion"] = str(self._serial)
         self._objects[key] = obj
         self._changed.add(key)
-        if key[1] in apiserver.DISCOVERY_KINDS:
+        if apiserver.changes_discovery(obj):
             self._discovery = None
         return True
 
