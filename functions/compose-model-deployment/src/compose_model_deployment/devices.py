@@ -66,6 +66,10 @@ class Pool:
     devices: tuple[PoolDevice, ...]
     signature: Any
 
+    def unreadable(self) -> list[str]:
+        """Why devices of this pool can match no selector (e.g. a version that is not semver)."""
+        return [d.cel.error for d in self.devices if d.cel.value is None and d.cel.error]
+
 
 def _count(value: Any) -> int:
     """Published counts are floored: missing, negative or non-integer reads as 0."""

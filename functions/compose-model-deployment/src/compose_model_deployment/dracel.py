@@ -98,13 +98,17 @@ class CelDevice:
 
     signature: Any
     value: dict[str, Any] | None
+    error: str = ""  # why ``value`` is None, naming the attribute when one is at fault
 
 
 def _domains(entries: dict[str, Any], driver: str, convert: Any) -> dict[str, dict[str, Any]]:
     grouped: dict[str, dict[str, Any]] = {}
     for key, raw in entries.items():
         domain, _, name = key.partition("/") if "/" in key else (driver, "", key)
-        grouped.setdefault(domain, {})[name] = convert(raw)
+        try:
+            grouped.setdefault(domain, {})[name] = convert(raw)
+        except (ValueError, TypeError, QuantityError) as err:
+            raise ValueError(f"{key}: {err}") from err
     return grouped
 
 
@@ -160,9 +164,11 @@ def cel_device(driver: Any, attributes: Any, capacity: Any) -> CelDevice:
             "attributes": _domains(attributes or {}, driver, _attribute),
             "capacity": _domains(capacity or {}, driver, _capacity),
         }
-    except (ValueError, TypeError, AttributeError, QuantityError):
-        value = None
-    device = CelDevice(signature, value)
+    except (ValueError, TypeError, AttributeError, QuantityError) as err:
+        value, error = None, str(err)
+    else:
+        error = ""
+    device = CelDevice(signature, value, error)
     if len(_devices) >= _MAX_CACHE:
         _devices.clear()
     _devices[signature] = device

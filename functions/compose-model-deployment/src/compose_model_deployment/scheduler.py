@@ -308,6 +308,16 @@ def _engine_candidates(engine: Engine, cluster: Cluster) -> tuple[list[_Candidat
     return candidates, ""
 
 
+def _unreadable_note(cluster: Cluster) -> str:
+    """Pools whose device data cannot be read match nothing: say so, never skip them silently."""
+    problems = [
+        f'pool "{pool.name}" device attributes cannot be read ({"; ".join(pool.unreadable())})'
+        for pool in cluster.pools.values()
+        if pool.unreadable()
+    ]
+    return f"; {', '.join(problems)}" if problems else ""
+
+
 def _no_pool(engine: Engine, member: Member) -> str:
     if len(engine.members) == 1:
         return f'no pool matches engine "{engine.name}"'
@@ -326,7 +336,7 @@ class _ClusterView:
         for engine in deployment.engines:
             candidates, reason = _engine_candidates(engine, cluster)
             if reason:
-                self.rejection = reason
+                self.rejection = reason + _unreadable_note(cluster)
                 return
             self.candidates.append(candidates)
 

@@ -50,6 +50,12 @@ def compose_endpoint(composite: JSON, observed: dict[str, JSON]) -> Outcome:
             )
             if not tls_observed:
                 waiting_for.append("BackendTLSPolicy")
+    else:
+        # The gate is closed (the Service is not observed, e.g. recreated after a deletion):
+        # hold what exists, since leaving it out of desired state would delete it.
+        for key, body in observed.items():
+            if key not in outcome.resources:
+                outcome.compose(key, held(body), ready=False)
 
     if waiting_for:
         outcome.composite_status = {"routing": {}}
