@@ -23,6 +23,7 @@ from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from modelplane_common import tolerant
 from modelplane_common.plain import JSON, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
@@ -123,19 +124,20 @@ class Request:
 
     @property
     def spec(self) -> JSON:
-        return self.composite.get("spec") or {}
+        return tolerant.mapping(self.composite, "spec") or {}
 
     @property
     def status(self) -> JSON:
-        return self.composite.get("status") or {}
+        """The XR's own status; empty when missing or malformed (e.g. stripped by a restore)."""
+        return tolerant.status(self.composite)
 
     @property
     def name(self) -> str:
-        return (self.composite.get("metadata") or {}).get("name", "")
+        return tolerant.name_of(self.composite)
 
     @property
     def namespace(self) -> str | None:
-        return (self.composite.get("metadata") or {}).get("namespace")
+        return tolerant.text(self.composite, "metadata", "namespace")
 
     def required(self, name: str) -> list[JSON] | None:
         """Objects resolved for a requirement; None while it is not resolved yet.

@@ -11,6 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from modelplane_common import tolerant
 from modelplane_common.plain import JSON
 
 # Metadata a function may own; everything else (uid, resourceVersion, managedFields...) is
@@ -44,10 +45,10 @@ def is_ready(obj: Mapping[str, Any] | None) -> bool:
 
 def held(obj: Mapping[str, Any]) -> JSON:
     """A copy of an observed object fit to re-emit unchanged as desired state."""
-    metadata = obj.get("metadata") or {}
+    metadata = tolerant.mapping(obj, "metadata") or {}
     annotations = {
         k: v
-        for k, v in (metadata.get("annotations") or {}).items()
+        for k, v in (tolerant.mapping(metadata, "annotations") or {}).items()
         # Crossplane and kubectl stamp these; they are not ours to own.
         if not k.startswith(("crossplane.io/", "kubectl.kubernetes.io/"))
     }

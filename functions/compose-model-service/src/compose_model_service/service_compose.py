@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed
 from modelplane_common.plain import JSON
@@ -60,9 +61,7 @@ def compose_service(
         return outcome
 
     gateways = required[GATEWAY_REQUIREMENT] or []
-    gateway_address = (
-        str((gateways[0].get("status") or {}).get("address") or "") if gateways else ""
-    )
+    gateway_address = tolerant.text(gateways[:1], 0, "status", "address") or ""
     status: JSON = {}
     if gateway_address:
         status["address"] = routing.public_address(gateway_address, namespace, name)

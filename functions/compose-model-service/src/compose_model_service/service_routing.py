@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from modelplane_common import tolerant
 from modelplane_common.endpoint_url import EndpointURL, InvalidURLError, parse_endpoint_url
 from modelplane_common.plain import JSON
 
@@ -55,12 +56,13 @@ def gather(
     for entry, objects in zip(entries, selected, strict=True):
         labels = (entry.get("selector") or {}).get("matchLabels") or {}
         members = []
-        for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name", "")):
-            metadata = obj.get("metadata") or {}
-            name = metadata.get("name", "")
-            if not name or metadata.get("namespace") != namespace or name in seen:
+        for obj in sorted(objects, key=tolerant.name_of):
+            name = tolerant.name_of(obj)
+            if not name or tolerant.text(obj, "metadata", "namespace") != namespace or name in seen:
                 continue
-            if not labels or not _has_labels(metadata.get("labels") or {}, labels):
+            if not labels or not _has_labels(
+                tolerant.mapping(obj, "metadata", "labels") or {}, labels
+            ):
                 continue
             seen.add(name)
             members.append(_endpoint(obj))
@@ -73,17 +75,15 @@ def _has_labels(have: Mapping[str, str], want: Mapping[str, str]) -> bool:
 
 
 def _endpoint(obj: Mapping) -> Endpoint:
-    spec = obj.get("spec") or {}
     try:
-        url: EndpointURL | None = parse_endpoint_url(str(spec.get("url", "")))
+        url: EndpointURL | None = parse_endpoint_url(tolerant.text(obj, "spec", "url") or "")
     except InvalidURLError:
         url = None
-    backend = ((obj.get("status") or {}).get("routing") or {}).get("backendName") or ""
     return Endpoint(
-        name=(obj.get("metadata") or {}).get("name", ""),
-        backend_name=str(backend),
+        name=tolerant.name_of(obj),
+        backend_name=tolerant.text(obj, "status", "routing", "backendName") or "",
         url=url,
-        rewrite_path=str(spec.get("rewritePath") or "/"),
+        rewrite_path=tolerant.text(obj, "spec", "rewritePath") or "/",
     )
 
 
@@ -164,7 +164,7 @@ def parent_status(route: Mapping | None) -> tuple[bool, str]:
         conditions = {
             c.get("type"): c
             for c in (found if isinstance(found, list) else [])
-            if isinstance(c, Mapping)
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
         }
         problems = [
             f"{type_}: {(conditions.get(type_) or {}).get('message') or 'not reported'}"
