@@ -220,10 +220,8 @@ def _mutate(obj: Any, path: Path, op: str, value: Any) -> None:
         except (KeyError, IndexError, TypeError):
             return  # an earlier perturbation already removed or replaced this branch
     last = path[-1]
-    if (
-        isinstance(parent, dict)
-        and last in parent
-        or (isinstance(parent, list) and isinstance(last, int) and last < len(parent))
+    if (isinstance(parent, dict) and last in parent) or (
+        isinstance(parent, list) and isinstance(last, int) and last < len(parent)
     ):
         if op == "delete":
             del parent[last]
