@@ -9,8 +9,9 @@ an invalid spec is the one input that may end in a Fatal result.
 The verdict on the answer (issue 14):
 - crash: a Fatal result (an internal error is a traceback the servicer caught);
 - drop: an observed composed resource the base answer kept is missing from desired state, which
-  Crossplane would delete. Allowed only after a definite signal: a required object removed, or
-  a field of a required object's spec removed (a spec change);
+  Crossplane would delete. Allowed only after a definite signal (a required object removed, or
+  a field of a required object's spec removed: a spec change) or damage to an observed
+  resource's spec (the function's own output, see ``Perturbation.may_remove``);
 - nondeterministic: the same request twice gave different answers.
 """
 
@@ -65,14 +66,34 @@ class Perturbation:
     value: Any = None
 
     @property
-    def definite(self) -> bool:
-        """A definite signal that may legitimately remove things (issue 14)."""
+    def may_remove(self) -> bool:
+        """Whether the answer may legitimately leave out an observed resource after this.
+
+        A definite signal may (issue 14): a required object removed, or a field of a required
+        object's spec removed (a spec change). So may damage to an observed resource's own
+        spec: that is the function's own output, which it recomputes from the XR's spec
+        rather than trusts (crashes and determinism are still judged).
+        """
         if self.op == "remove-object":
             return self.target.part == "required"
+        if self.path[:1] == ("status",):
+            return self.removes_published_entry
+        if self.path[:1] != ("spec",):
+            return False
+        return self.target.part == "observed" or (
+            self.target.part == "required" and self.op in ("delete", "null")
+        )
+
+    @property
+    def removes_published_entry(self) -> bool:
+        """Deleting a whole entry of a list a required object publishes (a pool, a device): the
+        published set changed, which a reader cannot tell from a real change. Conditions are
+        the exception: a missing condition is unknown, never False."""
         return (
             self.target.part == "required"
-            and self.op in ("delete", "null")
-            and self.path[:1] == ("spec",)
+            and self.op == "delete"
+            and isinstance(self.path[-1], int)
+            and "conditions" not in self.path
         )
 
     def describe(self) -> str:
@@ -290,7 +311,7 @@ def fuzz(
             ):
                 tally.nondeterministic += 1
                 tally.findings.append(Finding("nondeterministic", base.name, described, ""))
-        if any(p.definite for p in perturbations):
+        if any(p.may_remove for p in perturbations):
             continue
         dropped = sorted(kept[base.name] - set(rsp.desired.resources))
         if dropped:

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from modelplane_common import tolerant
+
 Phase = Literal["Pending", "Hydrating", "Ready", "Failed"]
 
 DEFAULT_STORAGE_CLASS = "modelplane-rwx"
@@ -20,13 +22,7 @@ SOURCE_STORAGE_CLASS = {
 }
 
 
-def _get(obj: Any, *path: str) -> Any:
-    """``obj[path[0]][path[1]]...``, or None as soon as something is missing or not a map."""
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
+_get = tolerant.at
 
 
 def _list(value: Any) -> list[Mapping]:
@@ -36,29 +32,27 @@ def _list(value: Any) -> list[Mapping]:
 @dataclasses.dataclass(frozen=True)
 class MatchedCluster:
     name: str
-    provider_config: str
+    provider_config: str  # "" while the cluster's status.providerConfigRef.name is unknown
     storage_class: str
 
 
 def matched_clusters(
     clusters: Sequence[Mapping], match_labels: Mapping[str, str]
 ) -> list[MatchedCluster]:
-    """Clusters with all ``match_labels`` that Modelplane can reach, in the order given.
+    """Clusters with all ``match_labels``, in the order given.
 
-    Only stable facts decide (a provider config exists), never readiness: a cluster that
-    stops matching loses its PVC and the weights on it.
+    Only stable facts decide, never readiness: a cluster that stops matching loses its PVC and
+    the weights on it. A matching cluster whose provider config cannot be read (status
+    missing or malformed, as after a restore) is still matched, with ``provider_config`` "":
+    unknown is not "unreachable", and what exists there is kept (compose_cache).
     """
     matched = []
     for cluster in clusters:
-        name = _get(cluster, "metadata", "name")
-        labels = _get(cluster, "metadata", "labels") or {}
-        provider_config = _get(cluster, "status", "providerConfigRef", "name")
-        if not isinstance(name, str) or not name or not isinstance(labels, Mapping):
+        name = tolerant.name_of(cluster)
+        labels = tolerant.mapping(cluster, "metadata", "labels") or {}
+        if not name or any(labels.get(k) != v for k, v in match_labels.items()):
             continue
-        if any(labels.get(k) != v for k, v in match_labels.items()):
-            continue
-        if not isinstance(provider_config, str) or not provider_config:
-            continue
+        provider_config = tolerant.text(cluster, "status", "providerConfigRef", "name") or ""
         matched.append(MatchedCluster(name, provider_config, storage_class(cluster)))
     return matched
 
@@ -69,7 +63,7 @@ def storage_class(cluster: Mapping) -> str:
     Applied here because a schema default on ``cache.storageClassName`` does not materialise
     when the whole ``cache`` block is omitted.
     """
-    source = _get(cluster, "spec", "cluster", "source")
+    source = tolerant.text(cluster, "spec", "cluster", "source")
     block, default = SOURCE_STORAGE_CLASS.get(source, (None, DEFAULT_STORAGE_CLASS))
     if block is None:
         return default
