@@ -72,6 +72,7 @@ def compose_service(
         [required[endpoints_requirement(i)] or [] for i in range(len(entries))],
         namespace,
     )
+    groups = routing.with_routed_backends(groups, observed.get(ROUTE_KEY))
     matched = sum(len(g.endpoints) for g in groups)
     if matched == 0:
         message = f"no ModelEndpoint in namespace {namespace} matches any spec.endpoints[].selector"

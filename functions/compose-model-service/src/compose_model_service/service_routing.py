@@ -24,6 +24,9 @@ class Endpoint:
     backend_name: str  # "" until the endpoint's Service and EndpointSlice exist
     url: EndpointURL | None  # None when spec.url does not parse
     rewrite_path: str
+    # status.routing missing or malformed (e.g. stripped by a restore): unknown, unlike the
+    # published ``routing: {}`` that says "no backend yet".
+    backend_unknown: bool = False
 
     @property
     def routable(self) -> bool:
@@ -79,12 +82,41 @@ def _endpoint(obj: Mapping) -> Endpoint:
         url: EndpointURL | None = parse_endpoint_url(tolerant.text(obj, "spec", "url") or "")
     except InvalidURLError:
         url = None
+    routing = tolerant.at(obj, "status", "routing")
+    backend = tolerant.text(routing, "backendName")
     return Endpoint(
         name=tolerant.name_of(obj),
-        backend_name=tolerant.text(obj, "status", "routing", "backendName") or "",
+        backend_name=backend or "",
         url=url,
         rewrite_path=tolerant.text(obj, "spec", "rewritePath") or "/",
+        backend_unknown=backend is None
+        and not (isinstance(routing, dict) and "backendName" not in routing),
     )
+
+
+def with_routed_backends(groups: Sequence[Group], route: Mapping | None) -> list[Group]:
+    """Endpoints whose backend is unknown keep the backend the observed route already sends
+    them to (found by their rewrite path): unknown never withdraws traffic (issue 14)."""
+    routed: dict[str, str] = {}
+    for rule in tolerant.maps(route, "spec", "rules"):
+        for ref in tolerant.maps(rule, "backendRefs"):
+            for found in tolerant.maps(ref, "filters"):
+                path = tolerant.text(found, "urlRewrite", "path", "replacePrefixMatch")
+                name = tolerant.text(ref, "name")
+                if path and name:
+                    routed.setdefault(path, name)
+    return [
+        Group(
+            weight=group.weight,
+            endpoints=tuple(
+                dataclasses.replace(e, backend_name=routed[e.rewrite_path])
+                if e.backend_unknown and e.rewrite_path in routed
+                else e
+                for e in group.endpoints
+            ),
+        )
+        for group in groups
+    ]
 
 
 def backend_refs(groups: Sequence[Group]) -> list[JSON]:
