@@ -158,7 +158,7 @@ CASES: list[tuple[str, str, str, Edit]] = [
         "xr-status-conditions-not-a-list",
         "compose-model-deployment",
         "multi-node",
-        lambda xr, _o, _r: xr["status"].update(conditions={"type": "Ready"}),
+        lambda xr, _o, _r: xr["status"].update(conditions=7),
     ),
     (
         "replica-worker-a-list",
@@ -205,7 +205,7 @@ CASES: list[tuple[str, str, str, Edit]] = [
         ]
     ),
     *(
-        (f"replica-kept-with-device-{field}-{how}", "compose-model-deployment", example, edit)
+        (f"replica-kept-with-{field}-{how}-{example}", "compose-model-deployment", example, edit)
         for example in ("multi-cluster", "multi-node")
         for field in ("count", "attributes", "capacity")
         for how, edit in [
@@ -221,7 +221,7 @@ CASES: list[tuple[str, str, str, Edit]] = [
         ]
     ),
     *(
-        (f"endpoint-kept-with-cluster-{what}", "compose-model-deployment", example, edit)
+        (f"endpoint-kept-with-{what}-{example}", "compose-model-deployment", example, edit)
         for example in ("multi-cluster", "multi-node")
         for what, edit in [
             ("status-missing", _each(IC, _drop("status"))),
