@@ -346,6 +346,14 @@ class ControlPlane:
             raise KeyError(describe(key))
         self._put(self._admit(kube.deep_merge(existing, patch)))
 
+    def strip_status(self) -> None:
+        """Every object loses its status, as when a control plane is restored from a backup
+        (statuses are not restored; controllers and providers must write them again)."""
+        for key in sorted(self._objects):
+            obj = copy.deepcopy(self._objects[key])
+            if obj.pop("status", None) is not None:
+                self._put(obj)
+
     def delete(self, key: ObjectKey) -> list[ObjectKey]:
         """Delete an object and, like Kubernetes garbage collection, everything it owns."""
         obj = self._objects.pop(key, None)

@@ -23,7 +23,7 @@ from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from modelplane_common import tolerant
+from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
@@ -198,6 +198,19 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
         rsp.context.update(outcome.context)
 
 
+def _readiness_known(request: Request, outcome: Outcome) -> None:
+    """Say when kept composed resources have no readable readiness (see observed.readiness)."""
+    if any(c.type == observed.READINESS_KNOWN for c in outcome.conditions):
+        return
+    # Only resources the XR waits for: some (provider configs, usages) never report Ready.
+    waiting = [key for key, item in outcome.resources.items() if item.ready is not True]
+    verdict = observed.readiness_known(request.composite, request.observed, waiting)
+    if verdict is not None:
+        known, message = verdict
+        reason = "Observed" if known else "StatusUnknown"
+        outcome.condition(observed.READINESS_KNOWN, known, reason, message)
+
+
 def _require(rsp: fnv1.RunFunctionResponse, key: str, selector: Selector) -> None:
     target = rsp.requirements.resources[key]
     target.api_version = selector.api_version
@@ -226,7 +239,8 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         """Run one request synchronously (the servicer's logic without gRPC)."""
         rsp = response.to(req, ttl=DEFAULT_TTL)
         try:
-            outcome = self.compose(Request(req))
+            request = Request(req)
+            outcome = self.compose(request)
         except InputError as err:
             response.fatal(rsp, str(err))
             return rsp
@@ -234,6 +248,7 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
             self.log.error("compose failed", error=str(err), trace=traceback.format_exc())
             response.fatal(rsp, f"{self.name}: internal error: {type(err).__name__}: {err}")
             return rsp
+        _readiness_known(request, outcome)
         rsp.meta.ttl.FromTimedelta(outcome.ttl)
         _write(rsp, outcome)
         return rsp

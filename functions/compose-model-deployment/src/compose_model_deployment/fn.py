@@ -22,7 +22,7 @@ from modelplane_common.function import (
     Selector,
     validation_summary,
 )
-from modelplane_common.observed import held, is_ready
+from modelplane_common.observed import held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
 from compose_model_deployment import names, scheduler, wire
@@ -33,7 +33,8 @@ CLUSTERS = "clusters"
 ALL_REPLICAS = "all-replicas"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
-# Present only while an endpoint is kept because what decides it cannot be read (issue 14).
+# True while an endpoint is kept because what decides it cannot be read (issue 14); set only
+# once that happens, and turned False when it ends.
 ENDPOINTS_HELD = "EndpointsHeld"
 _REPLICA_PREFIX = "replica-"
 _ENDPOINT_PREFIX = "endpoint-"
@@ -182,7 +183,7 @@ def _withdrawn(cluster: Cluster, replica: JSON | None) -> bool:
     """Whether a definite signal withdraws a replica's endpoint: its cluster or the replica
     reports ``Ready=False`` (routing withdrawal, issue 14). A missing or malformed condition
     or gateway address is unknown: an endpoint already composed is kept as it is."""
-    return cluster.readiness is False or scheduler.readiness(replica) is False
+    return cluster.readiness is False or readiness(replica) is False
 
 
 def _note_unknown(
@@ -191,11 +192,11 @@ def _note_unknown(
     """Name the object and field whose unknown value keeps an endpoint held."""
     what = f"InferenceCluster {cluster.name}"
     if cluster.readiness is None:
-        unknowns.note(what, "status.conditions[Ready]")
+        unknowns.note(what, "Ready condition", "not known")
     elif not cluster.gateway:
         unknowns.note(what, "status.gateway.address")
-    if scheduler.readiness(body) is None:
-        unknowns.note(f"ModelReplica {replica}", "status.conditions[Ready]")
+    if readiness(body) is None:
+        unknowns.note(f"ModelReplica {replica}", "Ready condition", "not known")
 
 
 def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.ObservedReplica]:
@@ -306,12 +307,10 @@ def _outcome(
 
     outcome.composite_status = {"replicas": {"total": placed, "ready": ready}}
     if unknowns:
-        outcome.condition(
-            ENDPOINTS_HELD,
-            False,
-            "InputUnknown",
-            f"endpoints kept as they are: {unknowns.message()}",
-        )
+        message = f"endpoints kept as they are: {unknowns.message()}"
+        outcome.condition(ENDPOINTS_HELD, True, "InputUnknown", message)
+    elif _previous(request.composite, ENDPOINTS_HELD, "status") == "True":
+        outcome.condition(ENDPOINTS_HELD, False, "InputsKnown")
     previous = _previous_reason(request.composite)
     if result.checked == 0:
         outcome.condition(SCHEDULED, False, "NoClusters")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from modelplane_common import tolerant
-from modelplane_common.observed import condition, is_ready
+from modelplane_common.observed import is_ready, readiness
 
 from compose_model_deployment import devices, names
 from compose_model_deployment.devices import Pool, Request, Resolved
@@ -197,12 +197,6 @@ def _declared_pools(obj: Mapping[str, Any]) -> frozenset[str] | None:
     if pools is None or None in found:
         return UNREADABLE
     return frozenset(name for name in found if name)
-
-
-def readiness(obj: Mapping[str, Any] | None) -> bool | None:
-    """An object's Ready condition: True, False, or None when missing or unreadable."""
-    found = tolerant.text(condition(obj, "Ready"), "status")
-    return {"True": True, "False": False}.get(found or "")
 
 
 @dataclasses.dataclass(frozen=True)
