@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from modelplane_common import tolerant
 
@@ -20,13 +20,6 @@ SOURCE_STORAGE_CLASS = {
     "EKS": ("eks", "modelplane-rwx-efs"),
     "Existing": ("existing", DEFAULT_STORAGE_CLASS),
 }
-
-
-_get = tolerant.at
-
-
-def _list(value: Any) -> list[Mapping]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,18 +60,18 @@ def storage_class(cluster: Mapping) -> str:
     block, default = SOURCE_STORAGE_CLASS.get(source, (None, DEFAULT_STORAGE_CLASS))
     if block is None:
         return default
-    chosen = _get(cluster, "spec", "cluster", block, "cache", "storageClassName")
+    chosen = tolerant.at(cluster, "spec", "cluster", block, "cache", "storageClassName")
     return chosen if isinstance(chosen, str) and chosen else default
 
 
 def remote_status(observed_object: Mapping | None) -> Mapping:
     """The wrapped object's own status, as provider-kubernetes last observed it."""
-    found = _get(observed_object, "status", "atProvider", "manifest", "status")
+    found = tolerant.at(observed_object, "status", "atProvider", "manifest", "status")
     return found if isinstance(found, Mapping) else {}
 
 
 def _condition(status: Mapping, type_: str) -> Mapping | None:
-    for condition in _list(status.get("conditions")):
+    for condition in tolerant.maps(status.get("conditions")):
         if condition.get("type") == type_ and condition.get("status") == "True":
             return condition
     return None
@@ -116,21 +109,21 @@ def previously_ready(status: Mapping) -> set[str]:
     """Cluster names the cache's last written status reported Ready."""
     return {
         str(entry.get("name"))
-        for entry in _list(status.get("clusters"))
+        for entry in tolerant.maps(status.get("clusters"))
         if entry.get("phase") == "Ready"
     }
 
 
 def object_ready(observed_object: Mapping | None) -> bool:
     """The Object's own Ready condition, which its CEL readiness policy drives."""
-    for condition in _list(_get(observed_object, "status", "conditions")):
+    for condition in tolerant.maps(tolerant.at(observed_object, "status", "conditions")):
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
 
 
 def composite_ready(composite: Mapping) -> bool:
-    for condition in _list(_get(composite, "status", "conditions")):
+    for condition in tolerant.maps(tolerant.at(composite, "status", "conditions")):
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -138,5 +131,7 @@ def composite_ready(composite: Mapping) -> bool:
 
 def applied_storage_class(observed_pvc_object: Mapping | None) -> str | None:
     """The storage class an existing PVC was created with (immutable on a PVC)."""
-    found = _get(observed_pvc_object, "spec", "forProvider", "manifest", "spec", "storageClassName")
+    found = tolerant.at(
+        observed_pvc_object, "spec", "forProvider", "manifest", "spec", "storageClassName"
+    )
     return found if isinstance(found, str) and found else None
