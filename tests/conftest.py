@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import settings
 from modelplane.controlplane import ControlPlane, Convergence, session
+from modelplane.project import function_directory
+from modelplane_common.plain import to_struct
 
 # Property tests share two CPUs with everything else in CI: a per-example deadline only
 # measures the machine's load, so no test gets one (settings built in tests inherit this).
@@ -46,3 +50,28 @@ def converged_example() -> Iterator[Callable[[str], ConvergedExample]]:
             return runs[name]
 
         yield run
+
+
+@pytest.fixture(scope="session")
+def recorded_requests() -> dict[str, fnv1.RunFunctionRequest]:
+    """One real RunFunctionRequest per repository function, keyed by function directory: the
+    last one each got while examples/multi-cluster converged in-process (it exercises all but
+    compose-model-cache), and for the cache the first call for examples/cache/cache.yaml."""
+    seen: dict[str, fnv1.RunFunctionRequest] = {}
+    with session(EXAMPLES / "multi-cluster") as plane:
+        host = plane.runner.host  # type: ignore[attr-defined]
+        run = host.run_function
+
+        def record(name: str, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+            seen[function_directory(name)] = fnv1.RunFunctionRequest.FromString(
+                req.SerializeToString()
+            )
+            return run(name, req)
+
+        host.run_function = record
+        plane.run(max_rounds=60)
+    cache = yaml.safe_load((EXAMPLES / "cache" / "cache.yaml").read_text())
+    seen["compose-model-cache"] = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(cache)))
+    )
+    return seen

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from modelplane.project import installed_name
 from modelplane.validation import validate_object
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,14 +213,18 @@ def test_install_manifest_is_valid_where_a_schema_exists(item: tuple[str, dict[s
     assert problems == [], "\n".join(str(p) for p in problems)
 
 
-def test_install_function_packages_match_the_compositions() -> None:
-    listed = {
-        o["metadata"]["name"]
-        for w, o in INSTALL_OBJECTS
-        if o.get("kind") == "Function" and o["apiVersion"].startswith("pkg.crossplane.io/")
+def test_install_configuration_is_the_project_and_compositions_use_its_function_names() -> None:
+    """One install route: the Configuration the project pushes; every functionRef is the name
+    Crossplane installs an embedded function as (packaging.md §3)."""
+    project = yaml.safe_load((ROOT / "crossplane-project.yaml").read_text())
+    (configuration,) = [o for _, o in INSTALL_OBJECTS if o.get("kind") == "Configuration"]
+    assert configuration["spec"]["package"].rpartition(":")[0] == project["spec"]["repository"]
+    installed = {
+        installed_name(f["tarball"]["name"], project["spec"]["repository"])
+        for f in project["spec"]["functions"]
     }
     used = set()
     for path in (ROOT / "apis").glob("*/composition.yaml"):
         composition = yaml.safe_load(path.read_text())
         used |= {s["functionRef"]["name"] for s in composition["spec"]["pipeline"]}
-    assert listed == used
+    assert used == installed

@@ -501,3 +501,40 @@ def test_platform_publishes_pool_sizes_and_headroom(simulated):
     assert _in_metallb_pool(run.one("InferenceGateway", "default")["status"]["address"])
     kinds = Counter(o["kind"] for o in run.objects)
     assert kinds["GKECluster"] == 1 and kinds["ServingStack"] == 2
+
+
+# --------------------------------------------------------------------------------------------
+# apis/mrap.yaml activates exactly the managed-resource kinds the functions compose
+
+_MANAGED_GROUP = re.compile(r"\.m\.(upbound|crossplane)\.io$")
+
+
+def _mrd_name(api_version: str, kind: str) -> str:
+    """A ManagedResourceDefinition's name, ``<plural>.<group>``, with the plural the providers'
+    CRDs use (checked against schemas/crds.txt below)."""
+    singular = kind.lower()
+    if re.search(r"[^aeiou]y$", singular):
+        plural = singular[:-1] + "ies"
+    elif re.search(r"(s|x|z|ch|sh)$", singular):
+        plural = singular + "es"
+    else:
+        plural = singular + "s"
+    return f"{plural}.{api_version.split('/', maxsplit=1)[0]}"
+
+
+def test_mrap_activates_exactly_the_managed_kinds_the_examples_compose(simulated):
+    composed = {
+        _mrd_name(o["apiVersion"], o["kind"])
+        for example in CONVERGING
+        for o in simulated(example).objects
+        if _MANAGED_GROUP.search(o["apiVersion"].split("/")[0])
+        and not o["kind"].endswith("ProviderConfig")  # provider configuration, not an MRD
+    }
+    assert {"releases.helm.m.crossplane.io", "clusters.eks.aws.m.upbound.io"} <= composed
+    crds = (REPO / "schemas" / "crds.txt").read_text()
+    for name in composed:
+        plural, _, group = name.partition(".")
+        assert f"{group}_{plural}.yaml" in crds, f"{name} is not a provider CRD we know"
+    mrap = yaml.safe_load((REPO / "apis" / "mrap.yaml").read_text())
+    assert mrap["apiVersion"] == "apiextensions.crossplane.io/v1alpha1"
+    assert sorted(mrap["spec"]["activate"]) == sorted(composed)

@@ -256,3 +256,23 @@ def test_a_hosted_function_that_raises_fails_cleanly_and_logs_nothing_to_stdout(
     )
     out, _err = capfd.readouterr()
     assert out == ""  # render and simulate print their output there
+
+
+def test_a_function_answers_to_its_installed_name_and_to_its_directory_name():
+    """Compositions reference what a control plane installs (modelplane-modelplane<function>);
+    tests and hand-started functions use the directory name. Both reach the same function, and
+    a servicer registered under the short name replaces the installed one."""
+    root = Path(__file__).resolve().parents[2]
+    xr = yaml.safe_load((root / "examples/platform/inferenceclass-l4.yaml").read_text())
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr)
+    with FunctionHost() as host:
+        installed = host.run_function("modelplane-modelplanecompose-inference-class", req)
+        short = host.run_function("compose-inference-class", req)
+    assert installed == short
+    assert [c.type for c in installed.conditions] == ["Accepted"]
+
+    replaced = Scripted(lambda r, _n: response.to(r))
+    with FunctionHost(servicers={"compose-inference-class": replaced}) as host:
+        host.run_function("modelplane-modelplanecompose-inference-class", req)
+    assert len(replaced.requests) == 1

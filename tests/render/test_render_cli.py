@@ -30,6 +30,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from modelplane.main import cli
+from modelplane.project import installed_name
 from modelplane_common.serving import BackgroundServer
 
 XR_API = "test.modelplane.ai/v1"
@@ -229,7 +230,8 @@ def test_functions_yaml_runs_against_a_function_started_by_hand(tmp_path):
     """What users with the Crossplane CLI do: start the function, dial it from functions.yaml."""
     port = _free_port()
     functions = list(yaml.safe_load_all((ROOT / "functions.yaml").read_text()))
-    (entry,) = [f for f in functions if f["metadata"]["name"] == "compose-inference-class"]
+    name = installed_name("compose-inference-class")
+    (entry,) = [f for f in functions if f["metadata"]["name"] == name]
     annotations = entry["metadata"]["annotations"]
     annotations["render.crossplane.io/runtime-development-target"] = f"localhost:{port}"
     local = write(tmp_path / "functions.yaml", *functions)
@@ -260,7 +262,10 @@ def test_functions_yaml_runs_against_a_function_started_by_hand(tmp_path):
 def test_functions_yaml_lists_every_function_with_its_own_development_target():
     functions = list(yaml.safe_load_all((ROOT / "functions.yaml").read_text()))
     names = [f["metadata"]["name"] for f in functions]
-    assert names == sorted(p.name for p in (ROOT / "functions").iterdir() if p.is_dir())
+    # The names the Compositions reference: what Crossplane installs from the project.
+    assert names == [
+        installed_name(p.name) for p in sorted((ROOT / "functions").iterdir()) if p.is_dir()
+    ]
     targets = [
         f["metadata"]["annotations"]["render.crossplane.io/runtime-development-target"]
         for f in functions

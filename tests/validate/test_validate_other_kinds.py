@@ -87,7 +87,7 @@ def test_a_provider_kubernetes_object_with_bad_fields():
     problems = {p.path: p.message for p in validation.validate_object(obj, "o.yaml")}
     assert problems["spec.forProvider.manifest"] == "Required value"
     assert problems["spec.extra"] == 'unknown field "extra" (not declared in the schema)'
-    assert problems["spec.readiness.policy"].startswith('Invalid value: "Sometimes"')
+    assert problems["spec.readiness.policy"].startswith('Unsupported value: "Sometimes"')
 
 
 def test_a_kind_without_schema_is_reported_clearly():

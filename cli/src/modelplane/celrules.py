@@ -1,28 +1,23 @@
-"""CEL for `x-kubernetes-validations`: compile once, check statically, estimate cost, evaluate.
+"""CEL for `x-kubernetes-validations`: compile, estimate cost, evaluate.
 
-Evaluation uses the real CEL library celpy. What celpy lacks is added here: the Kubernetes
-extension functions rules are likely to use, a static check that mirrors the API server's
-compile step (unknown functions, fields the schema does not declare), and a conservative static
-cost estimate modelled on the API server's (celpy has none). See design/validation.md.
+Compilation and evaluation are the project's one CEL engine (``modelplane_common.cel``:
+cel-cpp with the Kubernetes environment). What stays here is what the API server adds around
+CEL for CRDs: the schema-typed static check (fields the schema does not declare), the static
+cost estimate over the checked syntax tree, and JSON-to-CEL value conversion. See
+design/validation.md and design/cel.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import itertools
-import logging
+import datetime
 import math
 import re
-from collections.abc import Callable, Iterable
-from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 
-import celpy
-import celpy.celtypes as ct
-import lark
+from modelplane_common import cel, celast
+from modelplane_common.cel import CEL_RESERVED, escape_property  # noqa: F401 - re-exported
 
 JSON = dict[str, Any]
 
@@ -36,302 +31,91 @@ REGEX_FACTOR = 0.25  # cost per character matched by a regular expression
 LIST_CREATE_COST = 10
 MAP_CREATE_COST = 30
 
-# celpy logs every evaluation error; the validator reports them itself.
-logging.getLogger("celpy").setLevel(logging.CRITICAL)
-
 
 class RuleError(Exception):
     """A rule that the API server would refuse to compile."""
 
 
 # ---------------------------------------------------------------------------------------------
-# Property-name escaping: the API server exposes `my-field` to CEL as `my__dash__field`.
-
-CEL_RESERVED = {
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
-    "void", "while",
-}  # fmt: skip
-_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
-
-
-def escape_property(name: str) -> str | None:
-    """The CEL name of a schema property, or None if it cannot be accessed from CEL."""
-    if name in CEL_RESERVED:
-        return f"__{name}__"
-    escaped = (
-        name.replace("__", "__underscores__")
-        .replace(".", "__dot__")
-        .replace("-", "__dash__")
-        .replace("/", "__slash__")
-    )
-    return escaped if _IDENT.match(escaped) else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Kubernetes CEL library functions celpy does not have.
-
-
-def _string_list(values: Iterable[str]) -> ct.ListType:
-    return ct.ListType([ct.StringType(v) for v in values])
-
-
-def _split(text: str, separator: str, limit: int = -1) -> ct.ListType:
-    if limit == 0:
-        return ct.ListType([])
-    return _string_list(text.split(separator, int(limit) - 1 if limit > 0 else -1))
-
-
-def _join(items: list[Any], separator: str = "") -> ct.StringType:
-    return ct.StringType(str(separator).join(str(item) for item in items))
-
-
-def _replace(text: str, old: str, new: str, limit: int = -1) -> ct.StringType:
-    return ct.StringType(text.replace(old, new, int(limit)))
-
-
-def _index_of(target: Any, item: Any, offset: int = 0) -> ct.IntType:
-    if isinstance(target, str):
-        return ct.IntType(target.find(item, int(offset)))
-    return ct.IntType(next((i for i, v in enumerate(target) if v == item), -1))
-
-
-def _last_index_of(target: Any, item: Any) -> ct.IntType:
-    if isinstance(target, str):
-        return ct.IntType(target.rfind(item))
-    matches = [i for i, v in enumerate(target) if v == item]
-    return ct.IntType(matches[-1] if matches else -1)
-
-
-def _substring(text: str, start: int, end: int | None = None) -> ct.StringType:
-    start, stop = int(start), len(text) if end is None else int(end)
-    if not 0 <= start <= stop <= len(text):
-        raise ValueError(f"substring({start}, {stop}) out of range for length {len(text)}")
-    return ct.StringType(text[start:stop])
-
-
-def _is_sorted(items: list[Any]) -> ct.BoolType:
-    return ct.BoolType(all(a <= b for a, b in itertools.pairwise(items)))
-
-
-def _list_sum(items: list[Any]) -> Any:
-    total: Any = ct.IntType(0)
-    for item in items:
-        total = item if total == 0 and not isinstance(item, ct.IntType) else total + item
-    return total
-
-
-def _list_min(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("min() of an empty list")
-    return min(items)
-
-
-def _list_max(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("max() of an empty list")
-    return max(items)
-
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
-_SUFFIX = {
-    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class Quantity:
-    """A Kubernetes resource quantity (`quantity('1Gi')`), compared by value."""
-
-    value: Decimal
-
-
-def _parse_quantity(text: str) -> Decimal | None:
-    match = _QUANTITY.match(str(text))
-    if not match:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIX[suffix]
-    except InvalidOperation:
-        return None
-
-
-def _quantity(text: str) -> Quantity:
-    parsed = _parse_quantity(text)
-    if parsed is None:
-        raise ValueError(f"invalid quantity {text!r}")
-    return Quantity(parsed)
-
-
-def _as_quantity(value: Any) -> Decimal:
-    return value.value if isinstance(value, Quantity) else Decimal(int(value))
-
-
-def _quantity_method(op: Callable[[Decimal, Decimal], Any]) -> Callable[[Any, Any], Any]:
-    return lambda a, b: op(_as_quantity(a), _as_quantity(b))
-
-
-def _add(a: Any, b: Any) -> Quantity:
-    return Quantity(_as_quantity(a) + _as_quantity(b))
-
-
-def _sub(a: Any, b: Any) -> Quantity:
-    return Quantity(_as_quantity(a) - _as_quantity(b))
-
-
-_NUMBERS = (ct.IntType, ct.UintType, ct.DoubleType)
-
-
-def _cross_numeric(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
-    """The API server's CEL compares int, uint and double with each other (celpy refuses)."""
-    fallback = celpy.evaluation.base_functions[name]
-
-    def operator(a: Any, b: Any) -> Any:
-        if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS) and type(a) is not type(b):
-            return ct.BoolType(compare(float(a), float(b)))
-        return fallback(a, b)
-
-    return operator
-
-
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "_<_": _cross_numeric("_<_", lambda a, b: a < b),
-    "_<=_": _cross_numeric("_<=_", lambda a, b: a <= b),
-    "_>_": _cross_numeric("_>_", lambda a, b: a > b),
-    "_>=_": _cross_numeric("_>=_", lambda a, b: a >= b),
-    "_==_": _cross_numeric("_==_", lambda a, b: a == b),
-    "_!=_": _cross_numeric("_!=_", lambda a, b: a != b),
-    "lowerAscii": lambda s: ct.StringType(s.lower()),
-    "upperAscii": lambda s: ct.StringType(s.upper()),
-    "trim": lambda s: ct.StringType(s.strip()),
-    "split": _split,
-    "join": _join,
-    "replace": _replace,
-    "indexOf": _index_of,
-    "lastIndexOf": _last_index_of,
-    "substring": _substring,
-    "charAt": lambda s, i: ct.StringType(s[int(i)] if int(i) < len(s) else ""),
-    "isSorted": _is_sorted,
-    "sum": _list_sum,
-    "min": _list_min,
-    "max": _list_max,
-    "quantity": _quantity,
-    "isQuantity": lambda s: ct.BoolType(_parse_quantity(s) is not None),
-    "isGreaterThan": _quantity_method(lambda a, b: ct.BoolType(a > b)),
-    "isLessThan": _quantity_method(lambda a, b: ct.BoolType(a < b)),
-    "compareTo": _quantity_method(lambda a, b: ct.IntType((a > b) - (a < b))),
-    "add": _add,
-    "sub": _sub,
-    "sign": lambda q: ct.IntType((q.value > 0) - (q.value < 0)),
-    "asInteger": lambda q: ct.IntType(int(q.value)),
-    "asApproximateFloat": lambda q: ct.DoubleType(float(q.value)),
-    "isInteger": lambda q: ct.BoolType(q.value == q.value.to_integral_value()),
-}
-
-MACROS = {"has", "all", "exists", "exists_one", "filter", "map"}
-# Functions and conversions celpy provides itself.
-BUILTINS = {
-    "size", "contains", "startsWith", "endsWith", "matches", "type", "int", "uint", "double",
-    "string", "bytes", "bool", "duration", "timestamp", "dyn", "list", "map",
-    "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getFullYear", "getMonth",
-    "getHours", "getMilliseconds", "getMinutes", "getSeconds",
-}  # fmt: skip
-KNOWN_FUNCTIONS = MACROS | BUILTINS | set(FUNCTIONS)
-
-
-# ---------------------------------------------------------------------------------------------
-# A small expression tree over celpy's parse tree (which has one node per grammar level).
+# The checked tree as the estimator reads it: one node per operator; macros are expanded
+# into comprehensions (`loop`), as the API server's cost estimator sees them.
 
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    op: str  # lit, ident, select, call, index, list, map, object, cond, or a CEL operator
+    op: str  # lit, ident, select, call, index, list, map, cond, loop, or a CEL operator
     args: tuple[Node, ...] = ()
     name: str = ""  # identifier, field, function name or literal text
     target: Node | None = None  # the receiver of a method call
 
 
-_BINARY = {
-    "relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">=",
-    "relation_eq": "==", "relation_ne": "!=", "relation_in": "in",
-    "addition_add": "+", "addition_sub": "-",
-    "multiplication_mul": "*", "multiplication_div": "/", "multiplication_mod": "%",
+_OPERATORS = {
+    "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_==_": "==", "_!=_": "!=",
+    "@in": "in", "_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%",
+    "_&&_": "&&", "_||_": "||", "!_": "!", "-_": "neg", "_?_:_": "cond", "_[_]": "index",
+    "_[?_]": "index",
 }  # fmt: skip
 
 
-def _exprs(tree: lark.Tree | None) -> tuple[Node, ...]:
-    if tree is None:
-        return ()
-    return tuple(_node(child) for child in tree.children if isinstance(child, lark.Tree))
+def _literal_text(expr: celast.Expr) -> str:
+    if expr.name in ("string", "bytes"):
+        # Quoted as written, unescaped: the estimator sizes a literal by its content.
+        return f"'{expr.value}'" if expr.name == "string" else f"'{expr.value!r}'"
+    if expr.name == "bool":
+        return "true" if expr.value else "false"
+    if expr.name == "null":
+        return "null"
+    return repr(float(expr.value)) if expr.name == "double" else str(expr.value)
 
 
-def _node(tree: lark.Tree) -> Node:
-    kind, children = tree.data, tree.children
-    if kind in ("expr", "conditionalor", "conditionaland", "relation", "addition",
-                "multiplication", "unary"):  # fmt: skip
-        if len(children) == 1:
-            return _node(children[0])
-        first = children[0]
-        if kind == "expr":
-            return Node("cond", tuple(_node(c) for c in children))
-        if kind == "conditionalor":
-            return Node("||", (_node(first), _node(children[1])))
-        if kind == "conditionaland":
-            return Node("&&", (_node(first), _node(children[1])))
-        if kind == "unary":
-            return Node("!" if first.data == "unary_not" else "neg", (_node(children[1]),))
-        return Node(_BINARY[first.data], (_node(first.children[0]), _node(children[1])))
-    if kind in ("member", "primary", "paren_expr"):
-        return _node(children[0])
-    if kind == "member_dot":
-        return Node("select", (_node(children[0]),), name=str(children[1]))
-    if kind == "member_dot_arg":
-        args = _exprs(children[2]) if len(children) > 2 else ()
-        return Node("call", args, name=str(children[1]), target=_node(children[0]))
-    if kind == "member_index":
-        return Node("index", (_node(children[0]), _node(children[1])))
-    if kind == "member_object":
-        return Node("object", (_node(children[0]),))
-    if kind in ("ident_arg", "dot_ident_arg"):
-        args = _exprs(children[1]) if len(children) > 1 else ()
-        return Node("call", args, name=str(children[0]))
-    if kind in ("ident", "dot_ident"):
-        return Node("ident", name=str(children[0]))
-    if kind == "literal":
-        return Node("lit", name=str(children[0]))
-    if kind == "list_lit":
-        return Node("list", _exprs(children[0]) if children else ())
-    if kind == "map_lit":
-        return Node("map", _exprs(children[0]) if children else ())
-    raise RuleError(f"unsupported syntax {kind}")
+class _Converter:
+    def __init__(self, ast: celast.CheckedAst) -> None:
+        self.ast = ast
+
+    def node(self, expr: celast.Expr) -> Node:
+        kind = expr.kind
+        if kind == "const":
+            return Node("lit", name=_literal_text(expr))
+        if kind == "ident":
+            return Node("ident", name=expr.name)
+        if kind == "select":
+            assert expr.target is not None
+            select = Node("select", (self.node(expr.target),), expr.name)
+            return Node("call", (select,), "has") if expr.test_only else select
+        if kind in ("list", "map"):
+            return Node(kind, tuple(self.node(a) for a in expr.args))
+        if kind == "comprehension":
+            names = ",".join((expr.name, *expr.variables))  # accumulator, then iteration vars
+            return Node("loop", tuple(self.node(p) for p in expr.parts), names)
+        args = tuple(self.node(a) for a in expr.args)
+        if expr.name == "_?._":  # self.?field
+            return Node("select", (args[0],), str(expr.args[1].value))
+        if expr.name in _OPERATORS:
+            return Node(_OPERATORS[expr.name], args)
+        target = self.node(expr.target) if expr.target is not None else None
+        return Node("call", args, expr.name, target)
 
 
 # ---------------------------------------------------------------------------------------------
 # Compilation (cached per distinct expression).
 
+VARIABLES = ("self", "oldSelf")
+
 
 @dataclasses.dataclass(frozen=True)
 class Compiled:
     source: str
+    program: cel.Program
     tree: Node
-    program: celpy.Runner
     uses_old_self: bool
 
     def evaluate(self, variables: dict[str, Any]) -> Any:
+        """The result as plain Python; raises cel.CelEvalError."""
         return self.program.evaluate(variables)
 
 
-_ENV = celpy.Environment()
-
-
 def compile_rule(source: Any) -> Compiled:
-    """Parse and prepare one expression; raises RuleError with the parser's message."""
+    """Parse and type-check one expression; raises RuleError with cel-go's message."""
     if not isinstance(source, str):
         raise RuleError(f"must be a string, not {type(source).__name__}")
     return _compile(source)
@@ -340,33 +124,11 @@ def compile_rule(source: Any) -> Compiled:
 @cache
 def _compile(source: str) -> Compiled:
     try:
-        # celpy's parser runs in lark debug mode, which prints parser state on odd errors.
-        with contextlib.redirect_stdout(io.StringIO()):
-            ast = _ENV.compile(source)
-    except celpy.CELParseError as err:
-        raise RuleError(f"compilation failed: {str(err).strip()}") from err
-    except Exception as err:  # lark raises a few others on odd input
-        raise RuleError(f"compilation failed: {err}") from err
-    tree = _node(ast)
-    for name in sorted(_calls(tree)):
-        if name not in KNOWN_FUNCTIONS:
-            raise RuleError(f"compilation failed: undeclared reference to '{name}'")
-    program = _ENV.program(ast, functions=FUNCTIONS)
-    return Compiled(source, tree, program, "oldSelf" in _identifiers(tree))
-
-
-def _walk(node: Node) -> Iterable[Node]:
-    yield node
-    for child in (*node.args, *([node.target] if node.target else [])):
-        yield from _walk(child)
-
-
-def _calls(tree: Node) -> set[str]:
-    return {n.name for n in _walk(tree) if n.op == "call"}
-
-
-def _identifiers(tree: Node) -> set[str]:
-    return {n.name for n in _walk(tree) if n.op == "ident"}
+        program = cel.compile_expression(source, VARIABLES)
+    except cel.CelCompileError as err:
+        raise RuleError(f"compilation failed: {err.one_line()}") from err
+    tree = _Converter(program.ast).node(program.ast.expr)
+    return Compiled(source, program, tree, "oldSelf" in program.identifiers())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,6 +145,11 @@ class Shape:
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
 _SCALARS = {"string", "int", "double", "bool", "bytes"}
+# Kubernetes library functions that parse a string (global calls).
+_PARSERS = (
+    "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr",
+    "isCIDR",
+)  # fmt: skip
 # Type names are values in CEL: `type(self.x) == string`.
 _TYPE_NAMES = (
     "int",
@@ -400,16 +167,41 @@ BOOL = Shape("bool")
 INT = Shape("int")
 
 
-def _min_serialized(schema: JSON) -> int:
-    """The fewest bytes a value of this schema takes in JSON (as the API server estimates)."""
+# The fewest JSON bytes of a few string formats, as apiextensions-apiserver sizes them.
+_MIN_FORMAT_SIZE = {"date": 12, "date-time": 22, "duration": 4}
+
+
+def min_serialized(schema: JSON) -> int:
+    """The fewest bytes a value of this schema takes in JSON, as the API server estimates:
+    an object is {} plus every required property without a default."""
+    if schema.get("x-kubernetes-int-or-string"):
+        return 1
     kind = schema.get("type")
     if kind == "string":
-        return 2
+        return _MIN_FORMAT_SIZE.get(schema.get("format", ""), 2)
     if kind == "boolean":
         return 4
-    if kind in ("object", "array"):
+    if kind == "array":
         return 2
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        size = 2
+        for name in schema.get("required") or []:
+            prop = properties.get(name)
+            if isinstance(prop, dict) and "default" not in prop:
+                size += len(name) + min_serialized(prop) + 4
+        return size
     return 1
+
+
+def max_cardinality(schema: JSON) -> int:
+    """How many values of this schema fit in one request (for a node under unbounded lists)."""
+    return MAX_REQUEST_BYTES // (min_serialized(schema) + 1)
+
+
+def is_bounded(schema: JSON) -> bool:
+    """Whether a list or map declares its size bound."""
+    return "maxItems" in schema if schema.get("type") == "array" else "maxProperties" in schema
 
 
 def max_elements(schema: JSON) -> int:
@@ -417,13 +209,13 @@ def max_elements(schema: JSON) -> int:
     if schema.get("type") == "array":
         if "maxItems" in schema:
             return int(schema["maxItems"])
-        return (MAX_REQUEST_BYTES - 2) // (_min_serialized(schema.get("items") or {}) + 1)
+        return (MAX_REQUEST_BYTES - 2) // (min_serialized(schema.get("items") or {}) + 1)
     if "maxProperties" in schema:
         return int(schema["maxProperties"])
     value = schema.get("additionalProperties")
     value = value if isinstance(value, dict) else {}
     # An entry takes at least a 2-byte key, its quotes, a colon and a comma besides the value.
-    return (MAX_REQUEST_BYTES - 2) // (_min_serialized(value) + 6)
+    return (MAX_REQUEST_BYTES - 2) // (min_serialized(value) + 6)
 
 
 def max_string_length(schema: JSON) -> int:
@@ -461,16 +253,16 @@ def shape_of(schema: JSON | None) -> Shape:
 
 
 def with_object_meta(schema: JSON) -> JSON:
-    """A root schema as rules see it: the API server adds apiVersion, kind, metadata.name and
-    metadata.generateName for CEL even when the schema does not declare them."""
-    name = {"type": "string", "maxLength": 253}
+    """A root schema as rules see it: unless its metadata declares name and generateName as
+    strings, the API server gives rules apiVersion, kind, metadata.name and
+    metadata.generateName as plain (unbounded) strings, whatever the schema says of them."""
     properties = dict(schema.get("properties") or {})
-    properties.setdefault("apiVersion", {"type": "string", "maxLength": 253})
-    properties.setdefault("kind", {"type": "string", "maxLength": 63})
-    properties.setdefault(
-        "metadata",
-        {"type": "object", "properties": {"name": name, "generateName": name}},
-    )
+    metadata = (properties.get("metadata") or {}).get("properties") or {}
+    if all((metadata.get(n) or {}).get("type") == "string" for n in ("name", "generateName")):
+        return schema
+    text = {"type": "string"}
+    properties["apiVersion"] = properties["kind"] = text
+    properties["metadata"] = {"type": "object", "properties": {"name": text, "generateName": text}}
     return {**schema, "properties": properties}
 
 
@@ -523,10 +315,6 @@ class Estimator:
         if op == "select":
             cost, shape = self.estimate(node.args[0])
             return cost + 1, _field(shape, node.name)
-        if op == "index":
-            (ca, sa), (ck, _) = self.estimate(node.args[0]), self.estimate(node.args[1])
-            element = sa.element if sa.kind in ("list", "map") and sa.element else DYN
-            return ca + ck + 1, element
         if op in ("list", "map"):
             parts = [self.estimate(arg) for arg in node.args]
             cost = sum(c for c, _ in parts) + (
@@ -548,12 +336,16 @@ class Estimator:
             return cost + 1, shape if op == "neg" else BOOL
         if op == "call":
             return self._call(node)
+        if op == "loop":
+            return self._loop(node)
+        if op == "index":
+            return self._index(node)
         return self._binary(node)
 
     @staticmethod
     def _literal(text: str) -> Shape:
-        if text[:1] in ("'", '"') or text[:2].lower() in ("r'", 'r"'):
-            return Shape("string", size=len(text))
+        if text[:1] == "'":
+            return Shape("string", size=len(text) - 2)
         if text in ("true", "false"):
             return BOOL
         if text == "null":
@@ -567,9 +359,11 @@ class Estimator:
             return cost + (1 + sb.size if sb.kind == "list" else 1), BOOL
         if op in ("==", "!=", "<", "<=", ">", ">="):
             kinds = {sa.kind, sb.kind}
-            if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"int", "double"}:
+            # Orderings compare int and double; equality is declared per type (cel-go).
+            numeric = kinds == {"int", "double"} and op not in ("==", "!=")
+            if len(kinds) == 2 and kinds <= _SCALARS and not numeric:
                 raise RuleError(
-                    f"compilation failed: found no matching overload for '{op}' applied to "
+                    f"compilation failed: found no matching overload for '_{op}_' applied to "
                     f"'({sa.kind}, {sb.kind})'"
                 )
             if "string" in (sa.kind, sb.kind) or "bytes" in (sa.kind, sb.kind):
@@ -577,11 +371,19 @@ class Estimator:
             if sa.kind in ("list", "map") or sb.kind in ("list", "map"):
                 return cost + 1 + max(sa.size, sb.size), BOOL
             return cost + 1, BOOL
+        kinds = {sa.kind, sb.kind}
+        if len(kinds) == 2 and kinds <= _SCALARS and kinds != {"timestamp", "duration"}:
+            # CEL has no arithmetic across types (not even int with double).
+            raise RuleError(
+                f"compilation failed: found no matching overload for '_{op}_' applied to "
+                f"'({sa.kind}, {sb.kind})'"
+            )
         if op == "+" and sa.kind in ("string", "bytes"):
             return cost + _scan(sa.size + sb.size), Shape(sa.kind, None, sa.size + sb.size)
         if op == "+" and sa.kind == "list":
+            # cel-go concatenates lists lazily: constant cost.
             size = sa.size + sb.size
-            return cost + 1 + size, Shape("list", None, size, _join_shapes([sa, sb]))
+            return cost + 1, Shape("list", None, size, _join_shapes([sa, sb]))
         return cost + 1, sa if sa.kind in ("int", "double", "duration", "timestamp") else DYN
 
     def _call(self, node: Node) -> tuple[int, Shape]:
@@ -591,11 +393,9 @@ class Estimator:
                 raise RuleError("compilation failed: invalid argument to has() macro")
             cost, _ = self.estimate(node.args[0])
             return cost, BOOL
-        if name in ("all", "exists", "exists_one", "filter", "map") and target is not None:
-            return self._comprehension(node)
         if target is None and name in ("size", "int", "uint", "double", "string", "bool",
                                        "dyn", "duration", "timestamp", "bytes", "type",
-                                       "quantity", "isQuantity") and node.args:  # fmt: skip
+                                       *_PARSERS) and node.args:  # fmt: skip
             target, args = node.args[0], node.args[1:]
         else:
             args = node.args
@@ -609,8 +409,11 @@ class Estimator:
             if shape.kind == "list":
                 return cost + 1 + length, INT if "ndex" in name else BOOL
             return cost + _scan(length), INT if "ndex" in name else BOOL
-        if name == "matches":
-            return cost + _scan(length, REGEX_FACTOR), BOOL
+        if name in ("matches", "find", "findAll"):
+            # cel-go: scanning the string times the regex's size (a guess at its states).
+            regex = arg_results[0][1].size if arg_results else length
+            found = BOOL if name == "matches" else Shape("list", None, length, shape)
+            return cost + _scan(length) * math.ceil(regex * REGEX_FACTOR), found
         if name in ("lowerAscii", "upperAscii", "trim", "replace", "substring", "charAt"):
             return cost + _scan(length), Shape("string", None, length)
         if name == "split":
@@ -625,39 +428,52 @@ class Estimator:
             return cost + 1 + length, shape.element or DYN
         if name in ("string", "int", "uint", "double", "bool", "bytes", "duration", "timestamp"):
             kind = {"uint": "int", "bool": "bool"}.get(name, name)
-            return cost + _scan(length), Shape(kind, None, length)
-        if name in ("quantity", "isQuantity"):
-            return cost + _scan(length), Shape("dyn", None, length) if name == "quantity" else BOOL
+            # cel-go: only string<->bytes conversions scan their input; the rest cost 1.
+            copies = (name, shape.kind) in (("string", "bytes"), ("bytes", "string"))
+            return cost + (_scan(length) if copies else 1), Shape(kind, None, length)
+        if name in _PARSERS:
+            # The Kubernetes libraries parse their string argument: one scan.
+            return cost + _scan(length), BOOL if name.startswith("is") else Shape("dyn")
         return cost + 1, DYN
 
-    def _comprehension(self, node: Node) -> tuple[int, Shape]:
-        assert node.target is not None
-        range_cost, range_shape = self.estimate(node.target)
-        if not node.args or node.args[0].op != "ident":
-            raise RuleError(f"compilation failed: {node.name}() needs a variable name first")
-        if len(node.args) not in (2, 3) or (len(node.args) == 3 and node.name != "map"):
-            raise RuleError(f"compilation failed: wrong number of arguments to {node.name}()")
+    def _index(self, node: Node) -> tuple[int, Shape]:
+        (ca, sa), (ck, _) = self.estimate(node.args[0]), self.estimate(node.args[1])
+        element = sa.element if sa.kind in ("list", "map") and sa.element else DYN
+        return ca + ck + 1, element
+
+    def _loop(self, node: Node) -> tuple[int, Shape]:
+        """A comprehension (every macro expands to one), costed as cel-go does: the range,
+        the accumulator's initial value, then per element the loop condition and step, then
+        the result. An accumulator that starts as a list (map, filter) holds at most one
+        item per element, so nested iteration over its result multiplies."""
+        iter_range, init, condition, step, result = node.args
+        accumulator, *variables = node.name.split(",")
+        range_cost, range_shape = self.estimate(iter_range)
         if range_shape.kind not in ("list", "map", "dyn"):
-            raise RuleError(f"compilation failed: cannot iterate over {range_shape.kind}")
+            raise RuleError(
+                f"compilation failed: expression of type '{range_shape.kind}' cannot be range "
+                "of a comprehension (must be list, map, or dynamic)"
+            )
+        init_cost, init_shape = self.estimate(init)
         count = range_shape.size
+        element = range_shape.element or DYN
         if range_shape.kind == "map":
-            key_limit = MAX_REQUEST_BYTES
-            variable = Shape("string", None, key_limit)
+            # The API server sizes map keys as plain strings with no bound it knows: 0.
+            bound = [Shape("string", None, 0), element]
         else:
-            variable = range_shape.element or DYN
-        self.scopes.append({node.args[0].name: variable})
+            bound = [INT, element] if len(variables) == 2 else [element]
+        scope = dict(zip(variables, bound, strict=False))
+        last = scope.get(variables[-1], DYN) if variables else DYN
+        scope[accumulator] = (
+            Shape("list", None, count, last) if init_shape.kind == "list" else init_shape
+        )
+        self.scopes.append(scope)
         try:
-            bodies = [self.estimate(a) for a in node.args[1:]]
+            per_item = self.estimate(condition)[0] + self.estimate(step)[0]
+            result_cost, result_shape = self.estimate(result)
         finally:
             self.scopes.pop()
-        # Each iteration evaluates the body plus the loop's own condition and step.
-        per_item = sum(c for c, _ in bodies) + 2
-        cost = range_cost + count * per_item
-        if node.name == "filter":
-            return cost + count, Shape("list", None, count, variable)
-        if node.name == "map":
-            return cost + count, Shape("list", None, count, bodies[-1][1])
-        return cost, BOOL
+        return range_cost + init_cost + count * per_item + result_cost, result_shape
 
 
 def _join_shapes(shapes: list[Shape]) -> Shape | None:
@@ -683,58 +499,55 @@ def estimate_cost(source: str, schema: JSON, result: str | None = None) -> int:
 
 
 def to_cel(value: Any, schema: JSON | None) -> Any:
+    """A JSON value as the API server hands it to CEL, typed from its schema."""
     schema = schema or {}
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return ct.BoolType(value)
+    if value is None or isinstance(value, bool):
+        return value
     if isinstance(value, int):
         if schema.get("type") == "number" or not -(2**63) <= value < 2**63:
-            return ct.DoubleType(value)  # JSON decoding turns out-of-range integers into floats
-        return ct.IntType(value)
-    if isinstance(value, float):
-        return ct.DoubleType(value)
+            return float(value)  # JSON decoding turns out-of-range integers into floats
+        return value
     if isinstance(value, str):
         return _string_to_cel(value, schema.get("format"))
     if isinstance(value, list):
         items = schema.get("items")
-        return ct.ListType([to_cel(item, items) for item in value])
+        return [to_cel(item, items) for item in value]
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
-        out = ct.MapType()
+        out: dict[str, Any] = {}
         for key, item in value.items():
             if key in properties:
                 name = escape_property(key)
                 if name is not None:
-                    out[ct.StringType(name)] = to_cel(item, properties[key])
+                    out[name] = to_cel(item, properties[key])
             else:
-                out[ct.StringType(key)] = to_cel(item, extra if isinstance(extra, dict) else None)
+                out[key] = to_cel(item, extra if isinstance(extra, dict) else None)
         return out
-    return celpy.json_to_cel(value)
+    return value
+
+
+_DURATION = re.compile(r"^(-?)((?:[0-9]+(?:\.[0-9]*)?(?:ns|us|µs|ms|s|m|h))+)$")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
 def _string_to_cel(value: str, fmt: str | None) -> Any:
-    try:
-        if fmt == "date-time":
-            return ct.TimestampType(value)
-        if fmt == "duration":
-            return ct.DurationType(value)
-    except (ValueError, TypeError):
-        pass
-    return ct.StringType(value)
+    if fmt == "date-time":
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if fmt == "duration" and (match := _DURATION.match(value)):
+        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(match.group(2)))
+        return datetime.timedelta(seconds=-seconds if match.group(1) else seconds)
+    return value
 
 
 def is_true(result: Any) -> bool:
-    return isinstance(result, ct.BoolType | bool) and bool(result)
+    return result is True
 
 
-def is_error(result: Any) -> bool:
-    return isinstance(result, celpy.CELEvalError)
-
-
-def describe_error(err: BaseException | Any) -> str:
-    """A one-line message for a celpy evaluation error."""
-    args = getattr(err, "args", ())
-    text = str(args[0]) if args else str(err)
-    return text.replace("no such member in mapping", "no such key")
+def describe_error(err: BaseException) -> str:
+    """A one-line message for an evaluation error."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -41,6 +41,7 @@ from modelplane.pipeline import (
     repository_functions,
     run_pipeline,
 )
+from modelplane.project import function_directory
 from modelplane.providers import (
     PROVIDER_CONFIG_KINDS,
     WORLD_DEPENDENT_KINDS,
@@ -101,7 +102,7 @@ def session(
     if directory is not None:
         plane.load(directory)
     listed = [*(functions or []), *plane.functions]
-    names = {str((fn.get("metadata") or {}).get("name")) for fn in listed}
+    names = {function_directory(str((fn.get("metadata") or {}).get("name"))) for fn in listed}
     everything = listed + [
         {"apiVersion": "pkg.crossplane.io/v1", "kind": "Function", "metadata": {"name": name}}
         for name in sorted(repository_functions())

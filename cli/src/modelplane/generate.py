@@ -4,6 +4,10 @@ Each (group, version, kind) becomes one module,
 ``modelplane_schemas/<group_with_underscores>/<version>/<kind_lowercase>.py``, so nested class
 names of two kinds never clash. Only this command reads ``../shared/crds``; the output is
 committed so a clone with nothing beside it still installs and tests.
+
+Beside each CRD kind's module, ``<kind_lowercase>.crd.json`` keeps what `modelplane validate`
+needs to check objects the way the API server does: the version's ``openAPIV3Schema`` as the
+CRD has it (CEL rules, list types, defaults and all) and the CRD's scope.
 """
 
 from __future__ import annotations
@@ -110,14 +114,19 @@ def _module_path(group: str, version: str, kind: str) -> Path:
     return Path(group.replace(".", "_").replace("-", "_")) / version / f"{kind.lower()}.py"
 
 
-def _sources(crds_dir: Path) -> Iterator[tuple[str, str, str, dict[str, Any], str]]:
-    """(group, version, kind, schema, source label) for every model to generate."""
+Source = tuple[str, str, str, dict[str, Any], str, dict[str, Any] | None]
+
+
+def _sources(crds_dir: Path) -> Iterator[Source]:
+    """(group, version, kind, schema, source label, CRD record or None for an XRD) for every
+    model to generate."""
     for xrd_path in sorted(repo.root().glob("apis/*/definition.yaml")):
         xrd = yaml.safe_load(xrd_path.read_text())
         group, kind = xrd["spec"]["group"], xrd["spec"]["names"]["kind"]
         for version in xrd["spec"]["versions"]:
             schema = _xr_schema(group, version["name"], kind, version["schema"]["openAPIV3Schema"])
-            yield group, version["name"], kind, schema, str(xrd_path.relative_to(repo.root()))
+            label = str(xrd_path.relative_to(repo.root()))
+            yield group, version["name"], kind, schema, label, None
     listing = repo.root() / "schemas" / "crds.txt"
     for raw in listing.read_text().splitlines():
         entry = raw.split("#", 1)[0].strip()
@@ -143,7 +152,14 @@ def _sources(crds_dir: Path) -> Iterator[tuple[str, str, str, dict[str, Any], st
             if relative.startswith("repo:")
             else f"shared/crds/{relative}"
         )
-        yield group, wanted, kind, schema, label
+        record = {
+            "source": label,
+            "apiVersion": f"{group}/{wanted}",
+            "kind": kind,
+            "scope": crd["spec"].get("scope", "Namespaced"),
+            "openAPIV3Schema": versions[wanted]["schema"]["openAPIV3Schema"],
+        }
+        yield group, wanted, kind, schema, label, record
 
 
 def _generate_module(kind: str, schema: dict[str, Any], source: str) -> str:
@@ -175,10 +191,8 @@ def _generate_module(kind: str, schema: dict[str, Any], source: str) -> str:
 
 def write_models(target: Path, crds_dir: Path) -> list[Path]:
     """Generate every model below ``target``; returns the files written."""
-    jobs = [
-        (target / _module_path(g, v, k), k, schema, src)
-        for g, v, k, schema, src in _sources(crds_dir)
-    ]
+    sources = list(_sources(crds_dir))
+    jobs = [(target / _module_path(g, v, k), k, schema, src) for g, v, k, schema, src, _ in sources]
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         codes = pool.map(
             _generate_module, *zip(*[(k, s, src) for _, k, s, src in jobs], strict=True)
@@ -188,6 +202,11 @@ def write_models(target: Path, crds_dir: Path) -> list[Path]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(code)
             written.append(path)
+    for (path, *_), (*_, record) in zip(jobs, sources, strict=True):
+        if record is not None:
+            crd_path = path.with_suffix(".crd.json")
+            crd_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+            written.append(crd_path)
     for directory in sorted({p.parent for p in written} | {p.parent.parent for p in written}):
         (directory / "__init__.py").write_text('"""Generated models."""\n')
     return written
@@ -215,10 +234,11 @@ def run(check: bool, crds_dir: Path) -> list[str]:
 
 
 def _differences(fresh: Path, current: Path) -> list[str]:
-    fresh_files = {p.relative_to(fresh) for p in fresh.rglob("*.py")}
-    current_files = (
-        {p.relative_to(current) for p in current.rglob("*.py")} if current.is_dir() else set()
-    )
+    def files(root: Path) -> set[Path]:
+        return {p.relative_to(root) for p in root.rglob("*") if p.suffix in (".py", ".json")}
+
+    fresh_files = files(fresh)
+    current_files = files(current) if current.is_dir() else set()
     stale = sorted(str(p) for p in fresh_files ^ current_files)
     for relative in sorted(fresh_files & current_files):
         if not filecmp.cmp(fresh / relative, current / relative, shallow=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -11,6 +12,7 @@ from modelplane import generate, repo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="modelplane", prog_name="modelplane")
 def cli() -> None:
     """Modelplane: render, validate and simulate compositions offline."""
 
@@ -36,6 +38,44 @@ def generate_command(check: bool, crds_dir: Path | None) -> None:
             click.echo(f"  {name}", err=True)
         sys.exit(1)
     click.echo("models are up to date" if not stale else f"regenerated {len(stale)} file(s)")
+
+
+@cli.command("package")
+@click.option(
+    "--arch",
+    "archs",
+    default="amd64,arm64",
+    show_default=True,
+    help="Comma-separated architectures: amd64, arm64.",
+)
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("_output"),
+    show_default=True,
+    help="Where functions/<name>-<arch>.tar are written (and the base is cached).",
+)
+@click.option(
+    "--function",
+    "names",
+    multiple=True,
+    help="Build only this function (repeatable; default: every function).",
+)
+def package_command(archs: str, output: Path, names: tuple[str, ...]) -> None:
+    """Build each function's runtime image tarball, without a Docker daemon (needs root)."""
+    from modelplane import package  # noqa: PLC0415 - only this command needs it
+
+    started = time.monotonic()
+    try:
+        built = package.build(output, [a.strip() for a in archs.split(",") if a.strip()], names)
+    except package.PackageError as err:
+        raise click.ClickException(str(err)) from err
+    for image in built:
+        click.echo(
+            f"{image.path}  {image.size / 1e6:.1f} MB  base {image.layers[0][7:19]}  "
+            f"{image.seconds:.1f}s"
+        )
+    click.echo(f"built {len(built)} image(s) in {time.monotonic() - started:.0f}s")
 
 
 def _register_subcommands() -> None:

@@ -17,6 +17,8 @@ import re
 import uuid
 from typing import Any
 
+from modelplane_common import cel
+
 from modelplane import celrules
 
 JSON = dict[str, Any]
@@ -299,7 +301,10 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.rule_issues.append((path, f"Invalid value: rule {source!r}: {err}"))
             continue
         if compiled.uses_old_self:
-            continue  # transition rules only run on update; offline there is no old object
+            if rule.get("optionalOldSelf") is not True:
+                continue  # transition rules run on update; validate models a create
+            # optionalOldSelf rules also run on create, with oldSelf an empty optional.
+            compiled = celrules.compile_rule(f"cel.bind(oldSelf, optional.none(), (\n{source}\n))")
         if bound is None:
             bound = celrules.to_cel(value, schema)
         issue = evaluate_rule(rule, compiled, bound)
@@ -316,12 +321,10 @@ def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | 
     """The API server's message for a failing rule, or None when it holds."""
     try:
         result = compiled.evaluate({"self": bound})
-    except Exception as err:  # celpy raises CELEvalError and, rarely, Python errors
-        result = err
+    except cel.CelEvalError as err:
+        return f"Invalid value: {celrules.describe_error(err)} evaluating rule: {rule['rule']}"
     if celrules.is_true(result):
         return None
-    if isinstance(result, BaseException) or celrules.is_error(result):
-        return f"Invalid value: {celrules.describe_error(result)} evaluating rule: {rule['rule']}"
     prefix = CEL_REASONS.get(rule.get("reason", "FieldValueInvalid"), "")
     message = rule.get("message") or f"failed rule: {rule['rule']}"
     if expression := rule.get("messageExpression"):
@@ -329,6 +332,6 @@ def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | 
             custom = celrules.compile_rule(expression).evaluate({"self": bound})
             if isinstance(custom, str) and custom.strip() and "\n" not in custom:
                 message = str(custom)
-        except Exception:
-            pass
+        except (celrules.RuleError, cel.CelEvalError):
+            pass  # the API server falls back to message when messageExpression fails
     return prefix + message

@@ -41,6 +41,8 @@ from google.protobuf.message import Message
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import CHANNEL_OPTIONS, BackgroundServer
 
+from modelplane.project import function_directory
+
 JSON = dict[str, Any]
 
 ENTRY_POINT_GROUP = "modelplane.functions"
@@ -121,7 +123,8 @@ class FunctionCallError(Exception):
 
 
 def repository_functions() -> dict[str, Any]:
-    """Function name -> entry point, for every function installed in this environment."""
+    """Function directory name -> entry point, for every function installed in this
+    environment."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
@@ -148,7 +151,7 @@ class FunctionHost:
         self._from_file = functions is not None
         self._runtimes = self._plan(functions)
         for name, servicer in (servicers or {}).items():
-            self._runtimes[name] = _Runtime(make_servicer=lambda s=servicer: s)
+            self._runtimes[function_directory(name)] = _Runtime(make_servicer=lambda s=servicer: s)
         self._lock = threading.Lock()
         self._servers: dict[str, BackgroundServer] = {}
         self._channels: dict[str, grpc.Channel] = {}
@@ -165,22 +168,25 @@ class FunctionHost:
         for fn in functions:
             metadata = fn.get("metadata") or {}
             name = metadata.get("name", "")
+            # Runtimes are keyed by function directory, so the name a control plane installs
+            # a function as (what Compositions reference) and the bare name meet.
+            key = function_directory(name)
             if fn.get("kind") != "Function" or fn.get("apiVersion") not in FUNCTION_API_VERSIONS:
                 raise PipelineError(f"not a function: {fn.get('kind')}/{name}")
             annotations = metadata.get("annotations") or {}
             runtime = annotations.get(RUNTIME_ANNOTATION) or "Docker"
             if runtime == "Development":
                 target = annotations.get(TARGET_ANNOTATION) or DEFAULT_DEVELOPMENT_TARGET
-                runtimes[name] = _Runtime(target=target)
+                runtimes[key] = _Runtime(target=target)
             elif runtime == "Docker":
                 # No Docker here: a repository function is hosted in-process instead.
-                if name not in installed:
+                if key not in installed:
                     raise PipelineError(
                         f"cannot start Function {name!r}: modelplane render cannot run the "
                         f"Docker runtime; start the function yourself and annotate it "
                         f"{RUNTIME_ANNOTATION}: Development"
                     )
-                runtimes[name] = _Runtime(make_servicer=lambda ep=installed[name]: ep.load()())
+                runtimes[key] = _Runtime(make_servicer=lambda ep=installed[key]: ep.load()())
             else:
                 raise PipelineError(
                     f"cannot start Function {name!r}: unsupported value {runtime!r} for "
@@ -210,9 +216,10 @@ class FunctionHost:
 
     def _channel(self, name: str) -> grpc.Channel:
         with self._lock:
-            if name in self._channels:
-                return self._channels[name]
-            runtime = self._runtimes.get(name)
+            key = function_directory(name)
+            if key in self._channels:
+                return self._channels[key]
+            runtime = self._runtimes.get(key)
             if runtime is None:
                 if self._from_file:
                     raise FunctionCallError(
@@ -235,9 +242,9 @@ class FunctionHost:
                 _silence_function_logs()
                 server = BackgroundServer(servicer)
                 target = server.start()
-                self._servers[name] = server
+                self._servers[key] = server
             channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-            self._channels[name] = channel
+            self._channels[key] = channel
             return channel
 
     def _call_timeout(self) -> float:

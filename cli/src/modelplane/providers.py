@@ -19,8 +19,8 @@ import dataclasses
 import hashlib
 import ipaddress
 from collections.abc import Callable, Mapping
-from typing import Any
 
+from modelplane_common import cel
 from modelplane_common.managed import EXTERNAL_NAME, external_name
 
 from modelplane.kube import JSON, deep_merge, group_of, is_modelplane_group, lookup
@@ -100,7 +100,6 @@ class ProviderSimulator:
     def __init__(self) -> None:
         self.overrides: list[Override] = []
         self.revision = 0  # bumped whenever the overrides change
-        self._cel_programs: dict[str, Any] = {}
 
     def inject(
         self, match: Matcher, status: JSON | None = None, manifest_status: JSON | None = None
@@ -199,18 +198,11 @@ class ProviderSimulator:
 
     def _cel(self, query: str, remote: JSON) -> bool:
         """Evaluate a DeriveFromCelQuery readiness rule with a real CEL library, as the provider."""
-        import celpy  # noqa: PLC0415 - only Objects with CEL readiness need it
-
-        program = self._cel_programs.get(query)
-        if program is None:
-            env = celpy.Environment()
-            program = env.program(env.compile(query))
-            self._cel_programs[query] = program
         try:
-            result = program.evaluate({"object": celpy.json_to_cel(remote)})
-        except Exception:  # a failing query means "not ready", as in provider-kubernetes
-            return False
-        return isinstance(result, celpy.celtypes.BoolType | bool) and bool(result)
+            result = cel.compile_expression(query, ("object",)).evaluate({"object": remote})
+        except (cel.CelCompileError, cel.CelEvalError):
+            return False  # a failing query means "not ready", as in provider-kubernetes
+        return result is True
 
 
 PROVIDER_CONFIG_KINDS = ("ProviderConfig", "ClusterProviderConfig")

@@ -28,6 +28,7 @@ from modelplane_common.managed import without_status
 
 from modelplane import celrules, openapi, repo, xrd
 from modelplane.openapi import join
+from modelplane.project import function_directory
 
 JSON = dict[str, Any]
 KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
@@ -155,8 +156,13 @@ def validate_object(
         "apiextensions.crossplane.io/"
     ):
         return problems + check_definition(obj, source)
+    if kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1":
+        return problems + check_definition(obj, source)
     if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
         return problems + check_composition(obj, source, catalog)
+    shipped = shipped_crd(api_version, kind)
+    if shipped is not None:
+        return _validate_composite(obj, source, shipped)
     model = generated_model(api_version, kind)
     if model is not None:
         return problems + _validate_with_model(obj, source, model)
@@ -225,10 +231,13 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
     issues = _check_metadata(obj)
     value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
-    legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
-        definition.body["spec"].get("scope") == "LegacyCluster"
-    )
-    root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
+    if definition.is_crd:
+        root = celrules.with_object_meta(schema)
+    else:
+        legacy = definition.body.get("apiVersion", "").endswith("/v1") or (
+            definition.body["spec"].get("scope") == "LegacyCluster"
+        )
+        root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
     allowed = {"": {"apiVersion", "kind", "metadata"}}
     for path, message in openapi.check_value(root, value, allowed_extra=allowed):
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
@@ -306,17 +315,53 @@ def _valid_qualified_name(key: str) -> bool:
 # Other kinds: generated models and core Kubernetes schemas
 
 
-def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
-    """The generated model of a CRD kind, or None if there is none."""
+def _generated(api_version: str, *name: str) -> Any:
+    """The generated package of an apiVersion (or a module in it), or None."""
     group, _, version = api_version.rpartition("/")
     if not group:
         return None
     package = group.replace(".", "_").replace("-", "_")
     try:
-        module = importlib.import_module(f"{GENERATED}.{package}.{version}.{kind.lower()}")
+        return importlib.import_module(".".join((GENERATED, package, version, *name)))
     except ImportError:
         return None
-    model = getattr(module, kind, None)
+
+
+@cache
+def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
+    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
+    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+    group, _, version = api_version.rpartition("/")
+    module = _generated(api_version)
+    if module is None:
+        return None
+    path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "spec": {
+            "group": group,
+            "scope": record["scope"],
+            "names": {"kind": record["kind"]},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "schema": {"openAPIV3Schema": record["openAPIV3Schema"]},
+                }
+            ],
+        },
+    }
+    return xrd.Definition(path, body)
+
+
+def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
+    """The generated model of a CRD kind, or None if there is none."""
+    module = _generated(api_version, kind.lower())
+    model = getattr(module, kind, None) if module is not None else None
     return model if isinstance(model, type) and issubclass(model, pydantic.BaseModel) else None
 
 
@@ -468,6 +513,14 @@ XRD_SHAPE: JSON = {
         }
     },
 }  # fmt: skip
+# A CustomResourceDefinition: the same parts, with `storage` instead of `referenceable`.
+CRD_SHAPE: JSON = copy.deepcopy(XRD_SHAPE)
+CRD_SHAPE["properties"]["spec"]["properties"]["scope"]["enum"] = ["Namespaced", "Cluster"]
+CRD_SHAPE["properties"]["spec"]["required"] = ["group", "names", "scope", "versions"]
+_CRD_VERSION = CRD_SHAPE["properties"]["spec"]["properties"]["versions"]["items"]
+_CRD_VERSION["required"] = ["name", "served", "storage"]
+_CRD_VERSION["properties"].pop("referenceable")
+_CRD_VERSION["properties"]["storage"] = {"type": "boolean"}
 COMPOSITION_SHAPE: JSON = {
     "type": "object",
     "required": ["spec"],
@@ -536,7 +589,7 @@ def _schema_problem(schema: Any, path: str = "") -> str | None:
     for key in ("required", "x-kubernetes-list-map-keys"):
         if not all(isinstance(item, str) for item in schema.get(key) or []):
             return f"{join(path, key)}: must be a list of strings"
-    children = [(f"properties.{k}", v) for k, v in (schema.get("properties") or {}).items()]
+    children = [(f"properties[{k}]", v) for k, v in (schema.get("properties") or {}).items()]
     children += [(k, schema[k]) for k in ("items", "additionalProperties", "not") if k in schema]
     children += [
         (f"{k}[{i}]", sub)
@@ -553,9 +606,11 @@ def _schema_problem(schema: Any, path: str = "") -> str | None:
 
 
 def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
-    """The API server's (and Crossplane's) checks of an XRD: structural schemas, defaults,
-    list-map keys, and every CEL rule compiling within the cost budget."""
-    if shape_issues := _shape_issues(XRD_SHAPE, definition):
+    """The API server's (and Crossplane's) checks of an XRD or a CustomResourceDefinition:
+    names, versions, structural schemas, defaults, list-map keys, and every CEL rule compiling
+    within the cost budget."""
+    crd = definition.get("kind") == "CustomResourceDefinition"
+    if shape_issues := _shape_issues(CRD_SHAPE if crd else XRD_SHAPE, definition):
         return _problems(source, definition, shape_issues)
     issues: list[tuple[str, str]] = []
     spec = definition["spec"]
@@ -575,7 +630,15 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     if not isinstance(versions, list) or not versions:
         issues.append(("spec.versions", "Required value: at least one version"))
         versions = []
-    if versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
+    if crd:
+        if versions and sum(bool(v.get("storage")) for v in versions) != 1:
+            issues.append(
+                (
+                    "spec.versions",
+                    "Invalid value: must have exactly one version marked as storage version",
+                )
+            )
+    elif versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
         issues.append(("spec.versions", "exactly one version must be referenceable"))
     seen: set[str] = set()
     for index, version in enumerate(versions):
@@ -603,8 +666,8 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
     if schema.get("type") != "object":
         issues.append((f"{base}.type", "Required value: must be object at the root"))
     total_cost = 0
-    for path, node, cardinality, in_junctor in _schema_nodes(schema):
-        where = base + path
+    for entry in _schema_nodes(schema):
+        node, in_junctor, where = entry.node, entry.in_junctor, base + entry.path
         issues.extend((f"{where}.{p}" if p else where, m) for p, m in _check_node(node, in_junctor))
         if in_junctor:
             continue
@@ -612,7 +675,8 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
             for sub_path, message in openapi.check_value(node, node["default"]):
                 issues.append((join(f"{where}.default", sub_path).rstrip("."), message))
         for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
-            rule_issues, cost = _check_rule(rule, node, cardinality)
+            loose = base + entry.uncorrelatable if entry.uncorrelatable else None
+            rule_issues, cost = _check_rule(rule, node, entry.cardinality, loose)
             total_cost += cost
             issues.extend(
                 (f"{where}.x-kubernetes-validations[{index}].{p}", m) for p, m in rule_issues
@@ -633,34 +697,48 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
     return issues
 
 
-def _schema_nodes(schema: JSON) -> list[tuple[str, JSON, int, bool]]:
-    """(path, node, max times the node can occur in one object, inside allOf/anyOf/oneOf/not)."""
-    out: list[tuple[str, JSON, int, bool]] = []
+@dataclasses.dataclass(frozen=True)
+class _SchemaNode:
+    path: str
+    node: JSON
+    cardinality: int  # max times the node can occur in one object
+    in_junctor: bool  # inside allOf/anyOf/oneOf/not
+    uncorrelatable: str | None  # the items path of an atomic or set list above, if any
 
-    def visit(node: JSON, path: str, cardinality: int, in_junctor: bool) -> None:
-        out.append((path, node, cardinality, in_junctor))
+
+def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
+    """Every node with its cardinality as the API server reckons it: the product of the
+    maxItems/maxProperties above it when all are declared, else how many values of the node
+    fit in one request."""
+    out: list[_SchemaNode] = []
+
+    def visit(node: JSON, path: str, bound: int | None, junctor: bool, loose: str | None) -> None:
+        cardinality = bound if bound is not None else celrules.max_cardinality(node)
+        out.append(_SchemaNode(path, node, cardinality, junctor, loose))
+        inner = bound * _elements(node) if bound is not None and celrules.is_bounded(node) else None
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
-                visit(sub, f"{path}.properties.{name}", cardinality, in_junctor)
+                visit(sub, f"{path}.properties[{name}]", bound, junctor, loose)
         if isinstance(node.get("items"), dict):
-            visit(node["items"], f"{path}.items", cardinality * _elements(node), in_junctor)
+            items = f"{path}.items"
+            # Only list-map items correlate an old object's item with the new one's.
+            if node.get("x-kubernetes-list-type") != "map":
+                loose = loose or items
+            visit(node["items"], items, inner, junctor, loose)
         if isinstance(node.get("additionalProperties"), dict):
             visit(
-                node["additionalProperties"],
-                f"{path}.additionalProperties",
-                cardinality * _elements(node),
-                in_junctor,
+                node["additionalProperties"], f"{path}.additionalProperties", inner, junctor, loose
             )
         for key in ("allOf", "anyOf", "oneOf"):
             for index, sub in enumerate(node.get(key) or []):
                 if node.get("x-kubernetes-int-or-string") and sub in _INT_OR_STRING_BRANCHES:
                     continue  # the one place a junctor may name types
                 if isinstance(sub, dict):
-                    visit(sub, f"{path}.{key}[{index}]", cardinality, True)
+                    visit(sub, f"{path}.{key}[{index}]", bound, True, loose)
         if isinstance(node.get("not"), dict):
-            visit(node["not"], f"{path}.not", cardinality, True)
+            visit(node["not"], f"{path}.not", bound, True, loose)
 
-    visit(schema, "", 1, False)
+    visit(schema, "", 1, False, None)
     return out
 
 
@@ -763,7 +841,7 @@ def _check_list_type(node: JSON) -> list[tuple[str, str]]:
     required = set(items.get("required") or [])
     for key in keys:
         prop = properties.get(key)
-        where = f"items.properties.{key}"
+        where = f"items.properties[{key}]"
         if prop is None:
             issues.append(
                 ("x-kubernetes-list-map-keys", f"Invalid value: {key!r}: not a property of items")
@@ -784,8 +862,11 @@ def _check_list_type(node: JSON) -> list[tuple[str, str]]:
     return issues
 
 
-def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str, str]], int]:
-    """Compile one rule (and its messageExpression) and estimate its cost in the schema."""
+def _check_rule(
+    rule: Any, node: JSON, cardinality: int, uncorrelatable: str | None = None
+) -> tuple[list[tuple[str, str]], int]:
+    """Compile one rule (and its messageExpression), estimate its cost in the schema, and
+    check where a transition rule may stand (the API server's messages)."""
     if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
         return [("rule", "Required value")], 0
     issues: list[tuple[str, str]] = []
@@ -802,6 +883,8 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
             continue
         expression_cost = per_call * cardinality
         cost += expression_cost
+        if field == "rule":
+            issues.extend(_transition_issues(rule, source, uncorrelatable))
         if expression_cost > celrules.STATIC_COST_LIMIT:
             label = "estimated rule cost" if field == "rule" else "estimated messageExpression cost"
             issues.append(
@@ -812,8 +895,26 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
                 )
             )
     message = rule.get("message")
-    if message is not None and (not str(message).strip() or "\n" in str(message)):
-        issues.append(("message", "Invalid value: must be non-empty and on one line"))
+    if message is not None and not str(message).strip():
+        issues.append(
+            ("message", f"Invalid value: {message!r}: message must be non-empty if specified")
+        )
+    elif message is not None and re.search(r"[\n\r]", str(message)):
+        issues.append(
+            ("message", f"Invalid value: {message!r}: message must not contain line breaks")
+        )
+    elif re.search(r"[\n\r]", rule["rule"]) and not str(message or "").strip():
+        issues.append(
+            ("message", "Required value: message must be specified if rule contains line breaks")
+        )
+    expression = rule.get("messageExpression")
+    if expression is not None and not str(expression).strip():
+        issues.append(
+            (
+                "messageExpression",
+                "Required value: messageExpression must be non-empty if specified",
+            )
+        )
     reason = rule.get("reason")
     if reason is not None and reason not in VALID_RULE_REASONS:
         issues.append(
@@ -827,6 +928,31 @@ def _check_rule(rule: Any, node: JSON, cardinality: int) -> tuple[list[tuple[str
     if field_path and not _valid_field_path(node, str(field_path)):
         issues.append(("fieldPath", f"Invalid value: {field_path!r}: must be a valid path"))
     return issues, cost
+
+
+def _transition_issues(
+    rule: JSON, source: str, uncorrelatable: str | None
+) -> list[tuple[str, str]]:
+    """A rule using oldSelf must stand where old and new values correlate; optionalOldSelf
+    only on such a rule."""
+    if celrules.compile_rule(source).uses_old_self:
+        if uncorrelatable:
+            return [
+                (
+                    "rule",
+                    f"Invalid value: {source!r}: oldSelf cannot be used on the uncorrelatable "
+                    f"portion of the schema within {uncorrelatable}",
+                )
+            ]
+    elif rule.get("optionalOldSelf") is not None:
+        shown = json.dumps(rule["optionalOldSelf"])
+        return [
+            (
+                "optionalOldSelf",
+                f"Invalid value: {shown}: may not be set if oldSelf is not used in rule",
+            )
+        ]
+    return []
 
 
 def _valid_field_path(node: JSON, field_path: str) -> bool:
@@ -903,11 +1029,12 @@ def check_composition(
         name = (step.get("functionRef") or {}).get("name")
         if not name:
             issues.append((f"{where}.functionRef.name", "Required value"))
-        elif functions is not None and not (functions / str(name)).is_dir():
+        elif functions is not None and not (functions / function_directory(str(name))).is_dir():
             issues.append(
                 (
                     f"{where}.functionRef.name",
-                    f"unknown function {name!r}: no functions/{name} directory in the repository",
+                    f"unknown function {name!r}: no functions/{function_directory(str(name))} "
+                    "directory in the repository",
                 )
             )
     return _problems(source, composition, issues)

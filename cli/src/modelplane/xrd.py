@@ -17,10 +17,15 @@ JSON = dict[str, Any]
 
 @dataclasses.dataclass(frozen=True)
 class Definition:
-    """One XRD: where it came from and the schema of each served version."""
+    """One XRD, or a plain CustomResourceDefinition: where it came from and the schema of each
+    served version."""
 
     path: Path
     body: JSON
+
+    @property
+    def is_crd(self) -> bool:
+        return self.body.get("kind") == "CustomResourceDefinition"
 
     @property
     def group(self) -> str:

@@ -12,10 +12,11 @@ Fatal result: Crossplane then aborts the reconcile and deletes nothing.
 from __future__ import annotations
 
 import dataclasses
+import time
 import traceback
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import grpc
 import pydantic
@@ -236,27 +237,90 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         raise NotImplementedError
 
     def run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-        """Run one request synchronously (the servicer's logic without gRPC)."""
+        """Run one request synchronously (the servicer's logic without gRPC).
+
+        Logs one info line per request and, at debug, what was decided. Only names, kinds,
+        counts and the function's own messages are logged, never a resource body or a
+        credential: observed Secrets and kubeconfigs must not reach log pipelines."""
+        started = time.monotonic()
+        log = self.log.bind(function=self.name, xr=_xr_ref(req), tag=req.meta.tag)
         rsp = response.to(req, ttl=DEFAULT_TTL)
+        fields: dict[str, object] = {}
         try:
             request = Request(req)
             outcome = self.compose(request)
         except InputError as err:
             response.fatal(rsp, str(err))
-            return rsp
+            fields = {"outcome": "fatal", "message": str(err)}
         except Exception as err:
-            self.log.error("compose failed", error=str(err), trace=traceback.format_exc())
+            # Its text may quote input (a Secret's value too): log the type and frames only.
+            log.error("compose failed", error=type(err).__name__, trace=_frames(err))
             response.fatal(rsp, f"{self.name}: internal error: {type(err).__name__}: {err}")
-            return rsp
-        _readiness_known(request, outcome)
-        rsp.meta.ttl.FromTimedelta(outcome.ttl)
-        _write(rsp, outcome)
+            fields = {"outcome": "error", "error": type(err).__name__}
+        else:
+            _readiness_known(request, outcome)
+            rsp.meta.ttl.FromTimedelta(outcome.ttl)
+            _write(rsp, outcome)
+            _log_decisions(log, outcome)
+            fields = {"outcome": "ok", "composed": len(outcome.resources)}
+            if outcome.requirements:
+                fields["requirements"] = len(outcome.requirements)
+        log.info(
+            "RunFunction",
+            **fields,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
         return rsp
 
     async def RunFunction(  # noqa: N802 - gRPC method name
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         return self.run(req)
+
+
+def _xr_ref(req: fnv1.RunFunctionRequest) -> str:
+    """``Kind/namespace/name`` (``Kind/name`` when cluster-scoped) of the observed XR."""
+    fields = req.observed.composite.resource.fields
+    kind = fields.get("kind")
+    metadata = fields.get("metadata")
+    meta = metadata.struct_value.fields if metadata is not None else {}
+    parts = [meta[key].string_value for key in ("namespace", "name") if key in meta]
+    return "/".join([kind.string_value if kind is not None else "?", *parts])
+
+
+def _frames(err: BaseException) -> str:
+    """Where an exception was raised, without its message."""
+    return "".join(traceback.format_tb(err.__traceback__)).rstrip()
+
+
+def _log_decisions(log: Any, outcome: Outcome) -> None:
+    for key, composed in outcome.resources.items():
+        metadata = composed.body.get("metadata") or {}
+        log.debug(
+            "compose",
+            resource=key,
+            kind=composed.body.get("kind"),
+            name=metadata.get("name") or metadata.get("generateName"),
+            ready=composed.ready,
+        )
+    for key, selector in outcome.requirements.items():
+        log.debug(
+            "require",
+            requirement=key,
+            kind=selector.kind,
+            match_name=selector.match_name,
+            match_labels=dict(selector.match_labels or {}) or None,
+        )
+    for condition in outcome.conditions:
+        log.debug(
+            "condition",
+            type=condition.type,
+            status=condition.status,
+            reason=condition.reason,
+            message=condition.message,
+        )
+    for result in outcome.results:
+        log.debug("result", severity=result.severity, reason=result.reason, message=result.message)
 
 
 def validation_summary(err: pydantic.ValidationError, root: str = "") -> str:

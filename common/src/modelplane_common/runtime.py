@@ -1,15 +1,50 @@
 """The command line every function starts with, written once.
 
-``<function-name> --insecure --address HOST:PORT [--tls-certs-dir DIR] [--debug]``
+``<function-name> [--insecure] [--address HOST:PORT] [--tls-certs-dir DIR] [--debug]
+[--log-format json|text]``. Crossplane starts it with no arguments: it listens on
+``0.0.0.0:9443`` with mTLS material from ``TLS_SERVER_CERTS_DIR``.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
+from typing import Any, TextIO
 
 import click
+import structlog
 from crossplane.function import cli as sdk_cli
+from crossplane.function import runtime as sdk_runtime
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+LOG_FORMATS = ("json", "text")
+_MB = 1024 * 1024
+
+
+def configure_logging(debug: bool, log_format: str = "json", stream: TextIO | None = None) -> None:
+    """Structured logs on stdout: one JSON object a line (log pipelines) or key=value text.
+
+    Info carries one line per request; ``debug`` adds each decision (function.py)."""
+    processors: list[structlog.typing.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", key="ts"),
+    ]
+    if log_format == "json":
+        processors += [
+            structlog.processors.EventRenamer("msg"),
+            structlog.processors.JSONRenderer(),
+        ]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.DEBUG if debug else logging.INFO
+        ),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stdout),
+        cache_logger_on_first_use=False,
+    )
 
 
 def function_cli(make_runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]) -> click.Command:
@@ -17,12 +52,39 @@ def function_cli(make_runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]
 
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @sdk_cli.standard_options
-    def command(**options: object) -> None:
+    @click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="json",
+        show_default=True,
+        envvar="LOG_FORMAT",
+        help="json: one object a line, for log pipelines; text: key=value for people.",
+    )
+    def command(log_format: str, **options: Any) -> None:
         """Serve this composition function over gRPC."""
-        if not options.get("insecure") and not options.get("tls_certs_dir"):
-            raise click.UsageError("give --insecure or --tls-certs-dir DIR")
+        insecure, tls_certs_dir = options["insecure"], options["tls_certs_dir"]
+        if not insecure and not tls_certs_dir:
+            raise click.UsageError(
+                "give --insecure or --tls-certs-dir DIR (or TLS_SERVER_CERTS_DIR)"
+            )
+        # The SDK's run() would configure its own logging; serve with ours instead.
+        configure_logging(options["debug"], log_format)
+        receive = options["max_recv_message_size"]
+        send = options["max_send_message_size"] or receive
+        grpc_options = [
+            ("grpc.max_receive_message_length", receive * _MB),
+            ("grpc.max_send_message_length", send * _MB),
+        ]
         try:
-            sdk_cli.run(make_runner(), **options)  # type: ignore[arg-type]
+            runner = make_runner()
+            structlog.get_logger().info("serving", address=options["address"], mtls=not insecure)
+            sdk_runtime.serve(
+                runner,
+                options["address"],
+                creds=None if insecure else sdk_runtime.load_credentials(str(tls_certs_dir)),
+                insecure=insecure,
+                options=grpc_options,
+            )
         except Exception as err:
             raise click.ClickException(f"cannot run function: {err}") from err
 

@@ -70,10 +70,17 @@ def converge(xr: dict, passes: int = 6):
     for i in range(passes):
         desired = desired_resources(run(xr, observed))
         observed = {
-            key: observed.get(key) or observe(body, provider_status(body), name=f"{key}-{i}")
-            for key, body in desired.items()
+            key: observed.get(key) or _observed(body, f"{key}-{i}") for key, body in desired.items()
         }
     return observed
+
+
+def _observed(body: dict, name: str) -> dict:
+    seen = observe(body, provider_status(body), name=name)
+    if body["kind"] == "CustomResourceDefinition":
+        # The API server only accepts a CRD named <plural>.<group>.
+        seen["metadata"]["name"] = body["metadata"]["name"]
+    return seen
 
 
 def by_kind(desired: dict, kind: str) -> dict:
@@ -295,6 +302,7 @@ def test_a_crd_no_longer_shipped_is_kept():
     observed = converge(DEFAULT)
     old = copy.deepcopy(observed["gateway-api-crd-httproutes"])
     old["metadata"]["name"] = "tlsroutes.gateway.networking.k8s.io"
+    old["spec"]["names"] = {**old["spec"]["names"], "plural": "tlsroutes", "kind": "TLSRoute"}
     observed["gateway-api-crd-tlsroutes"] = old
     assert "gateway-api-crd-tlsroutes" in desired_resources(run(DEFAULT, observed))
 

@@ -315,7 +315,7 @@ def test_invalid_selector_keeps_serving_replicas_and_endpoints():
     assert (status, reason) == ("False", "InvalidNodeSelector")
     assert message.startswith(
         'Invalid nodeSelector CEL expression: engine "main" member 0 (Standalone) request "gpu" '
-        "selector 0: syntax error"
+        "selector 0: <input>:1:17: Syntax error"
     )
     assert results(rsp) == [("SEVERITY_WARNING", message)]
     assert desired_status(rsp) == {"replicas": {"total": 1, "ready": 1}}

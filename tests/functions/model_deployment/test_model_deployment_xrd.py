@@ -217,5 +217,6 @@ def test_definition_shape():
     composition = catalog().composition_for("modelplane.ai/v1alpha1", "ModelDeployment")
     steps = composition[1]["spec"]["pipeline"]
     assert [(s["step"], s["functionRef"]["name"]) for s in steps] == [
-        ("compose-model-deployment", "compose-model-deployment")
+        # The step runs the function under the name a control plane installs it as.
+        ("compose-model-deployment", "modelplane-modelplanecompose-model-deployment")
     ]

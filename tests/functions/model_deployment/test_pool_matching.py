@@ -115,4 +115,4 @@ def test_compile_failures_name_the_request_and_position():
     member = devices.requests_of({"devices": [fx.request("gpu", fx.ANY_GPU, "device.driver ==")]})
     ((name, position, error),) = devices.compile_requests(member)
     assert (name, position) == ("gpu", 1)
-    assert "syntax error" in error
+    assert "Syntax error" in error

@@ -74,6 +74,8 @@ env = st.lists(
         ),
     ),
     max_size=3,
+    # env is a list map keyed by name: the workload API server rejects a repeated name.
+    unique_by=lambda item: item["name"],
 )
 user_labels = st.dictionaries(
     st.sampled_from(["team", "app", "modelplane.ai/serving", "llm-d.ai/role", "tier"]),

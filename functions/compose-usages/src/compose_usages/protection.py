@@ -43,7 +43,8 @@ def protect(xr_name: str, xr_namespace: str | None, desired: Mapping[str, JSON])
     out = Protection()
     if not xr_namespace:
         return out  # a cluster-scoped XR: no namespace to put a Usage in
-    for key in list(desired):
+    # Sorted: protobuf map order differs between processes, and the warnings become events.
+    for key in sorted(desired):
         body = desired[key]
         if not _is_consumer(body):
             continue

@@ -1,4 +1,4 @@
-"""Kubernetes resource quantities (``resource.Quantity``) as used by DRA CEL selectors.
+"""Kubernetes resource quantities (``resource.Quantity``), as its CEL quantity library reads them.
 
 Written here rather than taken from the ``kubernetes`` client: its ``parse_quantity`` accepts
 spellings the API server rejects and does not round to nano precision, and the client is a

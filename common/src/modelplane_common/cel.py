@@ -1,0 +1,731 @@
+"""Modelplane's one CEL engine: cel-expr-python (Google's cel-cpp) with the Kubernetes libraries.
+
+Every CEL expression in the project compiles and runs here: XRD and CRD
+``x-kubernetes-validations`` (cli ``validate``) and the scheduler's DRA device selectors. The
+environment mirrors what the Kubernetes 1.34 API server gives CRD rules (design/cel.md):
+
+* cel-cpp's parser, type checker and runtime, with the strings (v2), optional types, lists,
+  sets, two-variable comprehensions and bindings extensions;
+* heterogeneous numeric comparison (``1 < 2.5``): the runtime has it, the checker is told;
+* homogeneous aggregate literals (``[1, 'a']`` is a compile error, as in Kubernetes);
+* the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``), regex (``find``,
+  ``findAll``), URL, IP/CIDR, quantity and semver. Not the ``format`` library: its
+  ``validate()`` returns an optional, which a Python function cannot return here, so rules
+  using it fail to compile (loudly) rather than run differently. See design/cel.md.
+
+Kubernetes' opaque types (Quantity, Semver, URL, IP, CIDR) are small protobuf messages holding
+one canonical string, so equality is by value and ``type()`` names them as Kubernetes does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import functools
+import ipaddress
+import itertools
+import re
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import semver as semverlib
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from modelplane_common import celast
+from modelplane_common.quantity import Quantity, QuantityError
+
+T = cel.Type
+
+
+class CelCompileError(ValueError):
+    """An expression the API server would refuse to compile; the message is cel-go's."""
+
+    def one_line(self) -> str:
+        """The error lines without the source excerpt, on one line."""
+        text = str(self)
+        lines = [line for line in text.splitlines() if line.startswith("ERROR: ")]
+        return "; ".join(lines) or text
+
+
+class CelEvalError(Exception):
+    """An evaluation error (no such key, no matching overload, a library function's error)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Opaque Kubernetes types as one-field protobuf messages.
+
+
+def _pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    for package, names in (("kubernetes", ("Quantity", "Semver", "URL")), ("net", ("IP", "CIDR"))):
+        proto = descriptor_pb2.FileDescriptorProto(
+            name=f"modelplane_cel_{package}.proto", package=package, syntax="proto3"
+        )
+        for name in names:
+            message = proto.message_type.add(name=name)
+            message.field.add(
+                name="value",
+                number=1,
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+            )
+        pool.Add(proto)
+    return pool
+
+
+POOL = _pool()
+_MESSAGES = {
+    name: message_factory.GetMessageClass(POOL.FindMessageTypeByName(name))
+    for name in ("kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR")
+}
+QUANTITY, SEMVER, URL, IP, CIDR = (T(name) for name in _MESSAGES)
+
+
+def _wrap(type_name: str, value: str) -> Any:
+    return _MESSAGES[type_name](value=value)
+
+
+# --- quantity ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_of(text: str) -> Quantity:
+    return Quantity.parse(text)
+
+
+def quantity_value(quantity: Quantity) -> Any:
+    """The CEL value of a parsed quantity (its canonical decimal, so equality is by value)."""
+    return _wrap("kubernetes.Quantity", str(quantity.value.normalize()))
+
+
+def _quantity(text: str) -> Any:
+    try:
+        return quantity_value(_quantity_of(text))
+    except QuantityError as err:
+        raise ValueError(str(err)) from err
+
+
+def _is_quantity(text: str) -> bool:
+    return Quantity.is_valid(text)
+
+
+def _q(message: Any) -> Quantity:
+    return Quantity(decimal.Decimal(message.value))
+
+
+def _q_operand(other: Any) -> Quantity | int:
+    return other if isinstance(other, int) else _q(other)
+
+
+# --- semver -----------------------------------------------------------------------------------
+
+
+def _semver_text(text: str, normalize: bool) -> str:
+    """A version as Kubernetes' semver library parses it; ``normalize`` is the lenient form."""
+    if normalize:
+        text = text.strip().removeprefix("v")
+        parts = text.split(".", 2)
+        for i, part in enumerate(parts):
+            if len(part) > 1:
+                trimmed = part.lstrip("0")
+                parts[i] = trimmed if trimmed[:1].isdigit() else "0" + trimmed
+        if len(parts) < 3:
+            if any(mark in parts[-1] for mark in "+-"):
+                raise ValueError("a shortened version cannot carry pre-release or build metadata")
+            parts += ["0"] * (3 - len(parts))
+        text = ".".join(parts)
+    version = semverlib.Version.parse(text)
+    # Build metadata takes no part in precedence, so it is not part of the value either.
+    return str(version.replace(build=None))
+
+
+def semver_value(text: str, normalize: bool = False) -> Any:
+    """The CEL value of a version string; ValueError when it is not a semantic version."""
+    try:
+        return _wrap("kubernetes.Semver", _semver_text(text, normalize))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"invalid semantic version {text!r}") from err
+
+
+def _is_semver(text: str, normalize: bool = False) -> bool:
+    try:
+        _semver_text(text, normalize)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _version(text: str) -> semverlib.Version:
+    return semverlib.Version.parse(text)
+
+
+def _compare(left: Any, right: Any) -> int:
+    if left.DESCRIPTOR.full_name != right.DESCRIPTOR.full_name:
+        raise TypeError("no such overload")
+    if left.DESCRIPTOR.full_name == "kubernetes.Semver":
+        return _version(left.value).compare(_version(right.value))
+    return _q(left).compare(_q(right))
+
+
+# --- URL --------------------------------------------------------------------------------------
+
+
+def _parse_url(text: str) -> urllib.parse.SplitResult:
+    """Go's url.ParseRequestURI, as Kubernetes' url() uses: absolute URL or absolute path."""
+    if any(c in text for c in " \t\n\r") or "#" in text:
+        raise ValueError(f"URL parse error: {text!r}")
+    parts = urllib.parse.urlsplit(text)
+    if not (parts.scheme and (parts.netloc or parts.path.startswith("/"))) and not (
+        not parts.scheme and text.startswith("/")
+    ):
+        raise ValueError(f"URL parse error: invalid URI for request {text!r}")
+    _ = parts.port  # raises ValueError on a bad port
+    return parts
+
+
+def _url(text: str) -> Any:
+    _parse_url(text)
+    return _wrap("kubernetes.URL", text)
+
+
+def _url_part(part: str) -> Callable[[Any], str]:
+    def get(url: Any) -> str:
+        parts = urllib.parse.urlsplit(url.value)
+        if part == "host":
+            return parts.netloc.rpartition("@")[2]
+        if part == "hostname":
+            return parts.hostname or ""
+        if part == "port":
+            return str(parts.port) if parts.port is not None else ""
+        if part == "path":
+            return parts.path
+        return parts.scheme
+
+    return get
+
+
+def _url_query(url: Any) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(url.value).query, keep_blank_values=True)
+
+
+# --- IP and CIDR ------------------------------------------------------------------------------
+
+
+def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if "%" in text:
+        raise ValueError(f"IP address with zone value is not allowed: {text}")
+    address = ipaddress.ip_address(text)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f"IPv4-mapped IPv6 address is not allowed: {text}")
+    return address
+
+
+def _ip(text: str) -> Any:
+    return _wrap("net.IP", str(_parse_ip(text)))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        _parse_ip(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _ip_is_canonical(text: str) -> bool:
+    return str(_parse_ip(text)) == text
+
+
+def _ip_obj(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(value.value)
+
+
+def _is_global_unicast(value: Any) -> bool:
+    # Go's definition: private ranges count; unspecified, loopback, multicast, link-local and
+    # the IPv4 broadcast address do not.
+    address = _ip_obj(value)
+    return not (
+        address.is_unspecified
+        or address.is_loopback
+        or address.is_multicast
+        or address.is_link_local
+        or str(address) == "255.255.255.255"
+    )
+
+
+def _is_link_local_multicast(value: Any) -> bool:
+    address = _ip_obj(value)
+    if isinstance(address, ipaddress.IPv4Address):
+        return address in ipaddress.ip_network("224.0.0.0/24")
+    return address.is_multicast and (address.packed[1] & 0x0F) == 2
+
+
+def _parse_cidr(text: str) -> tuple[Any, Any]:
+    address, slash, prefix = text.partition("/")
+    if not slash or not prefix.isdigit():
+        raise ValueError(f"network address parse error during conversion from string: {text}")
+    ip = _parse_ip(address)
+    network = ipaddress.ip_network(f"{ip}/{int(prefix)}", strict=False)
+    return ip, network
+
+
+def _cidr(text: str) -> Any:
+    ip, network = _parse_cidr(text)
+    return _wrap("net.CIDR", f"{ip}/{network.prefixlen}")
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        _parse_cidr(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _network(value: Any) -> Any:
+    return _parse_cidr(value.value)[1]
+
+
+def _contains_ip(cidr: Any, ip: Any) -> bool:
+    address = _parse_ip(ip) if isinstance(ip, str) else _ip_obj(ip)
+    network = _network(cidr)
+    return address.version == network.version and address in network
+
+
+def _contains_cidr(cidr: Any, other: Any) -> bool:
+    inner = _parse_cidr(other)[1] if isinstance(other, str) else _network(other)
+    outer = _network(cidr)
+    return inner.version == outer.version and inner.subnet_of(outer)
+
+
+# --- lists and regex --------------------------------------------------------------------------
+
+
+def _is_sorted(items: list[Any]) -> bool:
+    return all(a <= b for a, b in itertools.pairwise(items))
+
+
+def _sum(items: list[Any]) -> Any:
+    total: Any = 0
+    for item in items:
+        total = total + item
+    return total
+
+
+def _extreme(pick: Callable[[Iterable[Any]], Any]) -> Callable[[list[Any]], Any]:
+    def choose(items: list[Any]) -> Any:
+        if not items:
+            raise ValueError("min/max of an empty list")
+        return pick(items)
+
+    return choose
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
+def _find(text: str, pattern: str) -> str:
+    match = _regex(pattern).search(text)
+    return match.group(0) if match else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarations.
+
+
+def _overload(
+    name: str, result: Any, params: list[Any], impl: Callable[..., Any], member: bool = False
+) -> Any:
+    return cel.Overload(name, result, params, is_member=member, impl=impl)
+
+
+def _fn(name: str, *overloads: Any) -> Any:
+    return cel.FunctionDecl(name, list(overloads))
+
+
+_COMPARABLE = {
+    "bool": T.BOOL, "int64": T.INT, "uint64": T.UINT, "double": T.DOUBLE, "string": T.STRING,
+    "bytes": T.BYTES, "timestamp": T.TIMESTAMP, "duration": T.DURATION,
+}  # fmt: skip
+_NUMERIC = {"int64": T.INT, "uint64": T.UINT, "double": T.DOUBLE}
+_ORDERINGS = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater", "_>=_": "greater_equals"}
+# Standard string() conversions, redeclared so IP and CIDR can join them.
+_TO_STRING = {
+    "string_to_string": T.STRING, "int64_to_string": T.INT, "uint64_to_string": T.UINT,
+    "double_to_string": T.DOUBLE, "bytes_to_string": T.BYTES, "bool_to_string": T.BOOL,
+    "timestamp_to_string": T.TIMESTAMP, "duration_to_string": T.DURATION,
+}  # fmt: skip
+
+
+def _ordering_decls() -> list[Any]:
+    """The standard ordering overloads plus the cross-type numeric ones Kubernetes enables.
+
+    cel-cpp's runtime already implements int/uint/double comparisons across types; only the
+    checker's declarations lack them, so these overloads carry no Python implementation.
+    """
+    decls = []
+    for function, prefix in _ORDERINGS.items():
+        overloads = [cel.Overload(f"{prefix}_{n}", T.BOOL, [t, t]) for n, t in _COMPARABLE.items()]
+        overloads += [
+            cel.Overload(f"{prefix}_{a}_{b}", T.BOOL, [ta, tb])
+            for a, ta in _NUMERIC.items()
+            for b, tb in _NUMERIC.items()
+            if a != b
+        ]
+        decls.append(cel.FunctionDecl(function, overloads))
+    conversions = [cel.Overload(name, T.STRING, [t]) for name, t in _TO_STRING.items()]
+    # IP and CIDR are both messages to the runtime: one implementation serves both.
+    conversions.append(cel.Overload("ip_to_string", T.STRING, [IP], impl=lambda v: v.value))
+    conversions.append(cel.Overload("cidr_to_string", T.STRING, [CIDR]))
+    decls.append(cel.FunctionDecl("string", conversions))
+    return decls
+
+
+def _quantity_arithmetic(name: str) -> Any:
+    """``q.add(r)``/``q.sub(r)`` for a quantity or an int ``r``."""
+
+    def apply(a: Any, b: Any) -> Any:
+        return quantity_value(getattr(_q(a), name)(_q_operand(b)))
+
+    return _fn(
+        name,
+        _overload(f"quantity_{name}", QUANTITY, [QUANTITY, QUANTITY], apply, True),
+        _overload(f"quantity_{name}_int", QUANTITY, [QUANTITY, T.INT], apply, True),
+    )
+
+
+def _library() -> list[Any]:
+    q, s, u, ip, cidr = QUANTITY, SEMVER, URL, IP, CIDR
+    any_list = T.List(T.DYN)
+    decls = [
+        # quantity
+        _fn("quantity", _overload("string_to_quantity", q, [T.STRING], _quantity)),
+        _fn("isQuantity", _overload("is_quantity_string", T.BOOL, [T.STRING], _is_quantity)),
+        _fn("sign", _overload("quantity_sign", T.INT, [q], lambda a: _q(a).sign())),
+        _fn(
+            "isInteger",
+            _overload("quantity_is_integer", T.BOOL, [q], lambda a: _q(a).is_integer(), True),
+        ),
+        _fn(
+            "asInteger",
+            _overload("quantity_as_integer", T.INT, [q], lambda a: _q(a).as_integer(), True),
+        ),
+        _fn(
+            "asApproximateFloat",
+            _overload("quantity_as_float", T.DOUBLE, [q], lambda a: _q(a).as_float(), True),
+        ),
+        *(_quantity_arithmetic(name) for name in ("add", "sub")),
+        # semver
+        _fn(
+            "semver",
+            _overload("string_to_semver", s, [T.STRING], semver_value),
+            _overload("string_bool_to_semver", s, [T.STRING, T.BOOL], semver_value),
+        ),
+        _fn(
+            "isSemver",
+            _overload("is_semver_string", T.BOOL, [T.STRING], _is_semver),
+            _overload("is_semver_string_bool", T.BOOL, [T.STRING, T.BOOL], _is_semver),
+        ),
+        *(
+            _fn(
+                part,
+                _overload(
+                    f"semver_{part}",
+                    T.INT,
+                    [s],
+                    lambda v, p=part: getattr(_version(v.value), p),
+                    True,
+                ),
+            )
+            for part in ("major", "minor", "patch")
+        ),
+        # Shared by quantity and semver. cel-cpp's runtime dispatches on argument kinds (both
+        # are messages), so one implementation serves both and the semver overloads only
+        # declare the signature for the checker.
+        _fn(
+            "isGreaterThan",
+            _overload(
+                "quantity_is_greater_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) > 0, True
+            ),
+            cel.Overload("semver_is_greater_than", T.BOOL, [s, s], is_member=True),
+        ),
+        _fn(
+            "isLessThan",
+            _overload(
+                "quantity_is_less_than", T.BOOL, [q, q], lambda a, b: _compare(a, b) < 0, True
+            ),
+            cel.Overload("semver_is_less_than", T.BOOL, [s, s], is_member=True),
+        ),
+        _fn(
+            "compareTo",
+            _overload("quantity_compare_to", T.INT, [q, q], _compare, True),
+            cel.Overload("semver_compare_to", T.INT, [s, s], is_member=True),
+        ),
+        # lists
+        _fn("isSorted", _overload("list_is_sorted", T.BOOL, [any_list], _is_sorted, True)),
+        _fn("sum", _overload("list_sum", T.DYN, [any_list], _sum, True)),
+        _fn("min", _overload("list_min", T.DYN, [any_list], _extreme(min), True)),
+        _fn("max", _overload("list_max", T.DYN, [any_list], _extreme(max), True)),
+        # regex
+        _fn("find", _overload("string_find", T.STRING, [T.STRING, T.STRING], _find, True)),
+        _fn(
+            "findAll",
+            _overload("string_find_all", T.List(T.STRING), [T.STRING, T.STRING], _find_all, True),
+            _overload(
+                "string_find_all_n", T.List(T.STRING), [T.STRING, T.STRING, T.INT], _find_all, True
+            ),
+        ),
+        # URL
+        _fn("url", _overload("string_to_url", u, [T.STRING], _url)),
+        _fn("isURL", _overload("is_url_string", T.BOOL, [T.STRING], lambda t: _try(_url, t))),
+        *(
+            _fn(name, _overload(f"url_{name}", T.STRING, [u], _url_part(part), True))
+            for name, part in (
+                ("getScheme", "scheme"),
+                ("getHost", "host"),
+                ("getHostname", "hostname"),
+                ("getPort", "port"),
+                ("getEscapedPath", "path"),
+            )
+        ),
+        _fn(
+            "getQuery",
+            _overload("url_get_query", T.Map(T.STRING, T.List(T.STRING)), [u], _url_query, True),
+        ),
+        # IP
+        _fn(
+            "ip",
+            _overload("string_to_ip", ip, [T.STRING], _ip),
+            _overload(
+                "cidr_ip", ip, [cidr], lambda c: _wrap("net.IP", c.value.partition("/")[0]), True
+            ),
+        ),
+        _fn("isIP", _overload("is_ip", T.BOOL, [T.STRING], _is_ip)),
+        _fn("ip.isCanonical", _overload("ip_is_canonical", T.BOOL, [T.STRING], _ip_is_canonical)),
+        _fn("family", _overload("ip_family", T.INT, [ip], lambda a: _ip_obj(a).version, True)),
+        _fn(
+            "isUnspecified",
+            _overload("ip_is_unspecified", T.BOOL, [ip], lambda a: _ip_obj(a).is_unspecified, True),
+        ),
+        _fn(
+            "isLoopback",
+            _overload("ip_is_loopback", T.BOOL, [ip], lambda a: _ip_obj(a).is_loopback, True),
+        ),
+        _fn(
+            "isLinkLocalMulticast",
+            _overload("ip_is_link_local_multicast", T.BOOL, [ip], _is_link_local_multicast, True),
+        ),
+        _fn(
+            "isLinkLocalUnicast",
+            _overload(
+                "ip_is_link_local_unicast",
+                T.BOOL,
+                [ip],
+                lambda a: _ip_obj(a).is_link_local and not _ip_obj(a).is_multicast,
+                True,
+            ),
+        ),
+        _fn(
+            "isGlobalUnicast",
+            _overload("ip_is_global_unicast", T.BOOL, [ip], _is_global_unicast, True),
+        ),
+        # CIDR
+        _fn("cidr", _overload("string_to_cidr", cidr, [T.STRING], _cidr)),
+        _fn("isCIDR", _overload("is_cidr", T.BOOL, [T.STRING], _is_cidr)),
+        _fn(
+            "containsIP",
+            _overload("cidr_contains_ip_string", T.BOOL, [cidr, T.STRING], _contains_ip, True),
+            _overload("cidr_contains_ip_ip", T.BOOL, [cidr, ip], _contains_ip, True),
+        ),
+        _fn(
+            "containsCIDR",
+            _overload("cidr_contains_cidr_string", T.BOOL, [cidr, T.STRING], _contains_cidr, True),
+            _overload("cidr_contains_cidr", T.BOOL, [cidr, cidr], _contains_cidr, True),
+        ),
+        _fn(
+            "prefixLength",
+            _overload("cidr_prefix_length", T.INT, [cidr], lambda c: _network(c).prefixlen, True),
+        ),
+        _fn(
+            "masked",
+            _overload(
+                "cidr_masked", cidr, [cidr], lambda c: _wrap("net.CIDR", str(_network(c))), True
+            ),
+        ),
+    ]
+    return decls
+
+
+def _try(parse: Callable[[str], Any], text: str) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
+_CONFIG = """
+extensions:
+  - name: strings
+    version: 2
+  - name: optional
+  - name: lists
+  - name: sets
+  - name: two-var-comprehensions
+  - name: bindings
+stdlib:
+  exclude_functions:
+""" + "".join(f'    - name: "{op}"\n' for op in (*_ORDERINGS, "string"))
+
+
+@functools.cache
+def environment(variables: tuple[tuple[str, str], ...]) -> Any:
+    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...)."""
+    types = {"dyn": T.DYN, "map": T.Map(T.STRING, T.DYN)}
+    return cel.NewEnv(
+        descriptor_pool=POOL,
+        config=cel.NewEnvConfigFromYaml(_CONFIG),
+        variables={name: types[kind] for name, kind in variables},
+        functions=[*_ordering_decls(), *_library()],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile and evaluate.
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    source: str
+    expression: Any
+    ast: celast.CheckedAst
+
+    @property
+    def result_type(self) -> str:
+        return self.ast.types.get(self.ast.expr.id, "dyn")
+
+    def identifiers(self) -> set[str]:
+        return {n.name for n in celast.walk(self.ast.expr) if n.kind == "ident"}
+
+    def evaluate(self, variables: Mapping[str, Any]) -> Any:
+        """The result as plain Python (dicts, lists, scalars, messages); CelEvalError on error."""
+        try:
+            value = self.expression.eval(data=variables)
+        except (RuntimeError, TypeError, ValueError) as err:
+            # RuntimeError: cel-cpp's status; TypeError/ValueError: data it cannot convert.
+            raise CelEvalError(_strip_status(str(err))) from err
+        if value.type() == T.ERROR:
+            raise CelEvalError(_strip_status(str(value.value())))
+        return value.plain_value()
+
+
+def _strip_status(text: str) -> str:
+    """cel-cpp's ``CODE: message [CODE]`` status text as just the message."""
+    text = re.sub(r"\s*\[[A-Z_]+\]\s*$", "", text.strip())
+    text = re.sub(r"^[A-Z_]+: ", "", text)
+    # cel-go's wording, which the API server reports.
+    return re.sub(r'^Key not found in map : "(.*)"$', r"no such key: \1", text)
+
+
+def _location(source: str, offset: int) -> str:
+    line = source.count("\n", 0, offset) + 1
+    column = offset - (source.rfind("\n", 0, offset) + 1) + 1
+    return f"<input>:{line}:{column}"
+
+
+def _post_check(source: str, ast: celast.CheckedAst) -> None:
+    """What Kubernetes' environment rejects beyond cel-cpp's checker: mixed-type aggregate
+    literals (HomogeneousAggregateLiterals) and message construction (no message types)."""
+    for node in celast.walk(ast.expr):
+        if node.kind == "struct":
+            where = _location(source, ast.positions.get(node.id, 0))
+            raise CelCompileError(f"ERROR: {where}: undeclared reference to '{node.name}'")
+        groups: list[list[celast.Expr]] = []
+        if node.kind == "list":
+            groups = [list(node.args)]
+        elif node.kind == "map":
+            groups = [list(node.args[0::2]), list(node.args[1::2])]
+        for group in groups:
+            first: str | None = None
+            for element in group:
+                found = ast.types.get(element.id, "dyn")
+                if found == "dyn" or found.startswith("optional_type"):
+                    continue
+                if first is None:
+                    first = found
+                elif found != first:
+                    where = _location(source, ast.positions.get(element.id, 0))
+                    raise CelCompileError(
+                        f"ERROR: {where}: expected type '{first}' but found '{found}'"
+                    )
+
+
+@functools.lru_cache(maxsize=8192)
+def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | CelCompileError:
+    try:
+        expression = environment(variables).compile(source)
+    except RuntimeError as err:
+        text = _strip_status(str(err))
+        # cel-go's wording where cel-cpp's differs, as the API server reports it.
+        text = text.replace(
+            "has() argument must be a field selection", "invalid argument to has() macro"
+        )
+        text = re.sub(
+            r"\w+\(\) variable name must be a simple identifier",
+            "argument must be a simple name",
+            text,
+        )
+        return CelCompileError(text)
+    ast = celast.decode(expression.serialize())
+    try:
+        _post_check(source, ast)
+    except CelCompileError as err:
+        return err
+    return Program(source, expression, ast)
+
+
+def compile_expression(
+    source: str, variables: Iterable[str] = ("self",), map_variables: Iterable[str] = ()
+) -> Program:
+    """Parse and type-check once per (source, variables); CelCompileError with cel-go's text."""
+    if not isinstance(source, str):
+        raise CelCompileError(f"must be a string, not {type(source).__name__}")
+    declared = tuple(sorted([(v, "dyn") for v in variables] + [(v, "map") for v in map_variables]))
+    compiled = _compile(source, declared)
+    if isinstance(compiled, CelCompileError):
+        raise compiled
+    return compiled
+
+
+# ---------------------------------------------------------------------------------------------
+# Names: the API server exposes property `my-field` to CEL as `my__dash__field`.
+
+CEL_RESERVED = {
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+    "void", "while",
+}  # fmt: skip
+_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
+
+
+def escape_property(name: str) -> str | None:
+    """The CEL name of a schema property, or None if it cannot be accessed from CEL."""
+    if name in CEL_RESERVED:
+        return f"__{name}__"
+    escaped = (
+        name.replace("__", "__underscores__")
+        .replace(".", "__dot__")
+        .replace("-", "__dash__")
+        .replace("/", "__slash__")
+    )
+    return escaped if _IDENT.match(escaped) else None

@@ -1,0 +1,55 @@
+"""`modelplane package` input errors and the Debian mirror it reads from apt's configuration
+(no network, no root: these fail before anything is downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from modelplane import package
+from modelplane.main import cli
+
+
+def test_an_unknown_architecture_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["package", "--arch", "amd64,riscv64", "--output", str(tmp_path)]
+    )
+    assert result.exit_code == 1
+    assert "unsupported architecture 'riscv64': use amd64 or arm64" in result.output
+    assert not (tmp_path / "functions").exists()
+
+
+def test_an_unknown_function_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["package", "--function", "compose-nothing", "--output", str(tmp_path)]
+    )
+    assert result.exit_code == 1
+    assert "unknown function 'compose-nothing': no functions/compose-nothing" in result.output
+
+
+def test_the_mirror_comes_from_deb822_sources(tmp_path: Path) -> None:
+    sources = tmp_path / "sources.list.d"
+    sources.mkdir()
+    (sources / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.invalid/security\nSuites: bookworm-security\n"
+        "Components: main\n\n"
+        "Types: deb deb-src\n# a comment\nURIs: http://mirror.invalid/debian\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert package.debian_mirror(tmp_path) == "http://mirror.invalid/debian"
+
+
+def test_the_mirror_comes_from_a_one_line_sources_list(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "# deb http://old.invalid/debian bookworm main\n"
+        "deb [signed-by=/usr/share/keyrings/k.gpg] http://mirror.invalid/debian bookworm main\n"
+    )
+    assert package.debian_mirror(tmp_path) == "http://mirror.invalid/debian"
+
+
+def test_no_bookworm_source_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    with pytest.raises(package.PackageError, match="no Debian bookworm source"):
+        package.debian_mirror(tmp_path)
