@@ -17,6 +17,7 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.controlplane import ControlPlane
 from modelplane.pipeline import FunctionHost, PipelineResult, run_pipeline
+from modelplane.project import function_directory
 from modelplane_common.plain import to_plain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,7 +42,8 @@ class _RecordingHost:
         metadata = xr.get("metadata") or {}
         kept = fnv1.RunFunctionRequest()
         kept.CopyFrom(req)
-        self.store.setdefault(name, {})[f"{xr.get('kind')}/{metadata.get('name')}"] = kept
+        by_xr = self.store.setdefault(function_directory(name), {})
+        by_xr[f"{xr.get('kind')}/{metadata.get('name')}"] = kept
         return self.host.run_function(name, req)
 
 
