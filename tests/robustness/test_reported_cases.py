@@ -320,3 +320,17 @@ def test_cache_names_the_unreadable_provider_config(servers, fuzz_bases):
         "InferenceCluster lab-h200: status.providerConfigRef.name is missing or malformed; its "
         "PVC and Job are kept as they are"
     )
+
+
+def test_service_keeps_routing_an_endpoint_whose_status_was_stripped_and_says_so(
+    servers, fuzz_bases
+):
+    stub = servers("compose-model-service")
+    for base in fuzz_bases["compose-model-service"]:
+        routed = to_plain(
+            stub.RunFunction(base.request, timeout=60).desired.resources["httproute"].resource
+        )
+        rsp = stub.RunFunction(_rebuilt(base, _each("ModelEndpoint", _drop("status"))), timeout=60)
+        assert to_plain(rsp.desired.resources["httproute"].resource) == routed
+        message = conditions(rsp)["EndpointsResolved"][2]
+        assert "status.routing of ModelEndpoint" in message, message

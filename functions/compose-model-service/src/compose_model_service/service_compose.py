@@ -89,6 +89,12 @@ def compose_service(
     resolved = f"Matched {matched} endpoint(s)"
     if waiting:
         resolved += f"; {waiting} waiting for Backend"
+    unknown = sorted(e.name for g in groups for e in g.endpoints if e.backend_unknown)
+    if unknown:
+        resolved += (
+            f"; status.routing of ModelEndpoint {', '.join(unknown)} missing or malformed, "
+            "kept on the backend already routed"
+        )
     outcome.condition(ENDPOINTS_READY, True, "Resolved", resolved)
 
     accepted, why = routing.parent_status(observed.get(ROUTE_KEY))
