@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from robustness_fuzz import Base
 
-# multi-cluster runs every function but compose-model-cache; multi-node adds it.
-EXAMPLES = ("multi-cluster", "multi-node")
+# multi-cluster runs every function but compose-model-cache; multi-node adds it; disaggregated
+# (prefill/decode engines) and canary (two deployments behind one weighted service) widen them.
+EXAMPLES = ("multi-cluster", "multi-node", "disaggregated", "canary")
 
 JSON = dict[str, Any]
 
