@@ -386,6 +386,14 @@ class ControlPlane:
             raise KeyError(describe(key))
         self._put(self._admit(kube.deep_merge(existing, patch)))
 
+    def strip_status(self) -> None:
+        """Every object loses its status, as when a control plane is restored from a backup
+        (statuses are not restored; controllers and providers must write them again)."""
+        for key in sorted(self._objects):
+            obj = copy.deepcopy(self._objects[key])
+            if obj.pop("status", None) is not None:
+                self._put(obj)
+
     @property
     def pending_deletions(self) -> dict[ObjectKey, str]:
         """Objects whose deletion a Usage holds back, with the reason (retried every round)."""

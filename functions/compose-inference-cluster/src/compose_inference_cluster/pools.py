@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import validation_summary
 from modelplane_common.plain import JSON
 from modelplane_common.semver import bad_version_attributes
@@ -59,7 +60,7 @@ def resolve_classes(names: Sequence[str], required: Mapping[str, list[JSON] | No
         if found is None:
             classes.unresolved.append(name)
             continue
-        match = [obj for obj in found if (obj.get("metadata") or {}).get("name") == name]
+        match = [obj for obj in found if tolerant.name_of(obj) == name]
         if not match:
             classes.missing.append(name)
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready, is_true
@@ -116,9 +117,7 @@ def _carry_over(outcome: Outcome, observed: Mapping[str, JSON], metallb_mode: bo
 
 
 def _status(observed: Mapping[str, JSON]) -> JSON:
-    gateway = observed.get(rs.KEY_GATEWAY) or {}
-    addresses = (gateway.get("status") or {}).get("addresses") or []
-    value = addresses[0].get("value") if addresses and isinstance(addresses[0], dict) else None
+    value = tolerant.text(observed.get(rs.KEY_GATEWAY), "status", "addresses", 0, "value")
     return {"address": value} if value else {}
 
 

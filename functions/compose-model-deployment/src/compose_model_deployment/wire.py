@@ -84,23 +84,29 @@ def _status(struct: struct_pb2.Struct) -> dict[str, Any]:
 
 
 def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]] | None:
-    """InferenceClusters as {metadata, status}: their spec is never read."""
+    """InferenceClusters as {metadata, status} and of their spec only ``nodePools``."""
     items = _items(request, key)
     if items is None:
         return None
     out = []
     for item in items:
         status = item.fields.get("status")
-        out.append(
-            {
-                "metadata": _field(item, "metadata") or {},
-                "status": _status(status.struct_value)
-                if status is not None and status.WhichOneof("kind") == "struct_value"
-                else plain(status)
-                if status is not None
-                else {},
-            }
-        )
+        cluster = {
+            "metadata": _field(item, "metadata") or {},
+            "status": _status(status.struct_value)
+            if status is not None and status.WhichOneof("kind") == "struct_value"
+            else plain(status)
+            if status is not None
+            else {},
+        }
+        spec = item.fields.get("spec")
+        if spec is not None and spec.WhichOneof("kind") == "struct_value":
+            pools = spec.struct_value.fields.get("nodePools")
+            if pools is not None:
+                cluster["spec"] = {"nodePools": plain(pools)}
+        elif spec is not None:
+            cluster["spec"] = plain(spec)
+        out.append(cluster)
     return out
 
 

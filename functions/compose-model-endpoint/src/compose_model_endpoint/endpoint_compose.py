@@ -3,6 +3,7 @@ ModelEndpoint, and ``status.routing.backendName`` once they exist (routing.md §
 
 from __future__ import annotations
 
+from modelplane_common import tolerant
 from modelplane_common.endpoint_url import InvalidURLError, parse_endpoint_url
 from modelplane_common.function import Outcome
 from modelplane_common.observed import held
@@ -91,6 +92,4 @@ def _invalid(outcome: Outcome, observed: dict[str, JSON], message: str) -> Outco
 
 
 def _observed_name(body: JSON | None) -> str | None:
-    if not body:
-        return None
-    return (body.get("metadata") or {}).get("name") or None
+    return tolerant.name_of(body) or None
