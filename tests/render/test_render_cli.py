@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import shutil
 import socket
@@ -31,6 +32,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from modelplane.main import cli
 from modelplane.project import installed_name
+from modelplane_common.plain import to_plain
 from modelplane_common.serving import BackgroundServer
 
 XR_API = "test.modelplane.ai/v1"
@@ -251,7 +253,9 @@ def test_functions_yaml_runs_against_a_function_started_by_hand(tmp_path):
     )
     try:
         # No sleep: render waits for the function to come up (waitForReady).
-        result = render(EXAMPLE, "--functions", local, "--timeout", "60")
+        # The command of functions.yaml's own header, positional arguments as crossplane's.
+        comp = ROOT / "apis" / "inferenceclasses" / "composition.yaml"
+        result = render(EXAMPLE, comp, local, "--timeout", "60")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -888,4 +892,174 @@ def test_observed_resource_without_its_annotation_is_refused(files):
     _fails(
         render(EXAMPLE, "-o", obs),
         "observed resource ConfigMap/orphan has no crossplane.io/composition-resource-name",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# crossplane render's arguments and flags (render.md §2.1)
+
+
+def test_functions_positional_argument_and_the_old_flag_are_the_same(serve, files):
+    functions = serve(compose=Scripted(passthrough))
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    assert documents(render(xr, comp, functions)) == documents(
+        render(xr, comp, "--functions", functions)
+    )
+    _fails(render(xr, comp, functions, "--functions", functions), "give the Functions file once")
+
+
+def _schema_document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.0",
+        "components": {
+            "schemas": {
+                "io.example.v1.Gadget": {
+                    "type": "object",
+                    "properties": {"spec": {"$ref": "#/components/schemas/io.example.v1.Spec"}},
+                    "x-kubernetes-group-version-kind": [
+                        {"group": "example.io", "version": "v1", "kind": "Gadget"}
+                    ],
+                },
+                "io.example.v1.Spec": {
+                    "type": "object",
+                    "properties": {"size": {"type": "integer"}},
+                },
+            }
+        },
+    }
+
+
+def test_required_schemas_are_answered_from_openapi_documents(serve, files, tmp_path):
+    def compose(req, _n):
+        rsp = response.to(req)
+        rsp.requirements.schemas["asked"].api_version = "Example.IO/v1"  # group: any case
+        rsp.requirements.schemas["asked"].kind = "Gadget"
+        rsp.requirements.schemas["unknown"].api_version = "example.io/v1"
+        rsp.requirements.schemas["unknown"].kind = "Gizmo"
+        return rsp
+
+    function = Scripted(compose)
+    functions = serve(compose=function)
+    step = {
+        "step": "compose",
+        "functionRef": {"name": "compose"},
+        "requirements": {
+            "requiredSchemas": [
+                {"requirementName": "boot", "apiVersion": "example.io/v1", "kind": "Gadget"}
+            ]
+        },
+    }
+    (tmp_path / "schemas" / "apis").mkdir(parents=True)
+    (tmp_path / "schemas" / "apis" / "example.io_v1.json").write_text(
+        json.dumps(_schema_document())
+    )
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition(step))
+    documents(render(xr, comp, functions, "-s", tmp_path / "schemas"))
+    first, last = function.requests[0], function.requests[-1]
+    inlined = {"type": "object", "properties": {"size": {"type": "integer"}}}
+    assert to_plain(first.required_schemas["boot"].openapi_v3)["properties"]["spec"] == inlined
+    assert to_plain(last.required_schemas["asked"].openapi_v3)["properties"]["spec"] == inlined
+    assert not last.required_schemas["unknown"].HasField("openapi_v3")  # resolved, not found
+
+    (tmp_path / "empty").mkdir()
+    _fails(
+        render(xr, comp, functions, "--required-schemas", tmp_path / "empty"),
+        "no JSON files found in",
+    )
+
+
+def test_extra_resources_serve_asked_requirements_but_not_bootstrap_ones(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        _require(rsp, "asked", "settings", namespace="team-a")
+        return rsp
+
+    function = Scripted(compose)
+    functions = serve(compose=function)
+    step = {
+        "step": "compose",
+        "functionRef": {"name": "compose"},
+        "requirements": {
+            "requiredResources": [
+                {"requirementName": "boot", "apiVersion": "v1", "kind": "ConfigMap",
+                 "namespace": "team-a", "name": "settings"}
+            ]
+        },
+    }  # fmt: skip
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition(step))
+    extra = files("extra.yaml", _settings("team-a", "a"))
+    documents(render(xr, comp, functions, "--extra-resources", extra))
+    last = function.requests[-1]
+    assert list(last.required_resources["boot"].items) == []
+    (item,) = last.required_resources["asked"].items
+    assert item.resource["data"]["value"] == "a"
+
+
+def test_function_annotations_override_every_function(serve, files, tmp_path):
+    functions = serve(compose=Scripted(passthrough))
+    (function,) = yaml.safe_load_all(functions.read_text())
+    target = function["metadata"]["annotations"]["render.crossplane.io/runtime-development-target"]
+    # The file points nowhere; -a redirects every Function to the running one.
+    function["metadata"]["annotations"]["render.crossplane.io/runtime-development-target"] = (
+        "localhost:1"
+    )
+    moved = write(tmp_path / "moved.yaml", function)
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    annotation = f"render.crossplane.io/runtime-development-target={target}"
+    documents(render(xr, comp, moved, "-a", annotation, "--timeout", "20"))
+    _fails(render(xr, comp, moved, "-a", "no-value"), "--function-annotations 'no-value' is not")
+
+
+def test_xrd_flag_applies_the_given_xrds_defaults(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        rsp.desired.composite.resource.update(
+            {"status": {"seen": dict(req.observed.composite.resource["spec"])}}
+        )
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    definition = {
+        "apiVersion": "apiextensions.crossplane.io/v2",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "widgets.test.modelplane.ai"},
+        "spec": {
+            "group": "test.modelplane.ai",
+            "names": {"kind": XR_KIND, "plural": "widgets"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "referenceable": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer", "default": 3}},
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    xrd_file = files("xrd.yaml", definition)
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    (xr_doc,) = documents(render(xr, comp, functions, "--xrd", xrd_file))
+    assert xr_doc["status"]["seen"] == {"size": 3}
+    (plain,) = documents(render(xr, comp, functions))
+    assert plain["status"]["seen"] == {}
+    definition["spec"]["versions"][0]["name"] = "v2"
+    files("xrd.yaml", definition)
+    _fails(
+        render(xr, comp, functions, "--xrd", xrd_file),
+        "the specified API version 'v1' does not exist in the XRD",
     )

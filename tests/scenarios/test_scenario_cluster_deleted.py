@@ -4,15 +4,16 @@ lab-east runs one Qwen replica. When it goes, that replica is re-placed on the o
 with a free node (lab-west), the cache forgets lab-east, and nothing else moves: the replicas
 on gke-us, the other deployment, the gateway and the other clusters keep their objects.
 
-The simulator deletes at once. On a real control plane the ClusterUsage ``usage-replicas``
-blocks the deletion while replicas run there (platform.md §4.8); the operator drains the
-cluster first by taking it out of the deployments' selectors, which the second test does.
+The ClusterUsage ``usage-replicas`` blocks the deletion while replicas run there (platform.md
+§4.8), in the simulator as on a real control plane: the first test shows the denial and then
+an operator removing the guard to force it; the second drains the cluster first by taking it
+out of the deployments' selectors, the intended way.
 """
 
 from __future__ import annotations
 
 from modelplane.controlplane import ControlPlane
-from modelplane.kube import condition_status, lookup
+from modelplane.kube import condition_status, key_of, lookup
 from scenario_world import (
     NAMESPACE,
     conditions,
@@ -97,7 +98,18 @@ def test_deleted_cluster_replicas_are_re_placed_and_nothing_else_moves(fleet: Co
         | cache_objects_on(fleet, "lab-west")
     )
 
-    fleet.delete(fleet.key("InferenceCluster", "lab-east"))
+    # The ClusterUsage usage-replicas denies the delete while a replica runs there (§4.8).
+    cluster = fleet.key("InferenceCluster", "lab-east")
+    assert fleet.delete(cluster) == []
+    converge(fleet)
+    held = diff(before, snapshot(fleet))
+    assert held.removed == held.added == held.changed == held.recreated == set()
+    assert "ModelReplicas are scheduled" in fleet.pending_deletions[cluster]
+    # An operator who wants it gone anyway removes the guard and deletes in one go (S7).
+    guard = replica_usage(fleet, "lab-east")
+    assert guard is not None
+    fleet.delete(key_of(guard))
+    fleet.delete(cluster)
     converge(fleet)
 
     assert_replica_moved_to_lab_west(fleet, kept_uids)

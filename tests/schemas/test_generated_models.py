@@ -7,6 +7,7 @@ the same model, or a composed object would reach the API server with `int_` (an 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,6 +137,7 @@ def scratch_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     (root / "schemas" / "crds.txt").write_text("# no CRDs in this scratch repository\n")
     (tmp_path / "crds").mkdir()
     monkeypatch.setenv("MODELPLANE_ROOT", str(root))
+    monkeypatch.setattr(generate, "BUNDLES", ())
     repo.root.cache_clear()
     xrd.catalog.cache_clear()
     yield root
@@ -183,3 +185,27 @@ def test_a_missing_crd_directory_is_a_clear_error(scratch_repo: Path):
     assert result.exit_code == 1
     assert "CRD directory" in result.stderr and "not found" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_bundle_crd_at_another_version_than_its_pin_is_refused(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+):
+    crds = scratch_repo.parent / "crds"
+    (crds / "gw").mkdir()
+    (crds / "gw" / "a.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata:\n  name: as.example.com\n  annotations: {example.com/bundle-version: v1.5.1}\n"
+    )
+    bundle = generate.Bundle("functions/x/data/bundle.json", "example.com/bundle-version",
+                             (("gw", "v1.6.1"),))  # fmt: skip
+    monkeypatch.setattr(generate, "BUNDLES", (bundle,))
+    refused = _generate()
+    assert refused.exit_code == 1
+    assert "example.com/bundle-version is 'v1.5.1', the pin is 'v1.6.1'" in refused.stderr
+    (crds / "gw" / "a.yaml").write_text(
+        (crds / "gw" / "a.yaml").read_text().replace("v1.5.1", "v1.6.1")
+    )
+    assert _generate().exit_code == 0
+    (shipped,) = json.loads((scratch_repo / bundle.target).read_text())
+    assert shipped["metadata"]["labels"] == {generate.BUNDLE_VERSION_LABEL: "v1.6.1"}
+    assert _generate("--check").exit_code == 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from modelplane import generate, repo
 from modelplane.kube import condition, condition_status
 from modelplane.providers import ProviderSimulator, matching
 
@@ -176,6 +179,12 @@ def test_helm_release_and_usage_become_ready():
     assert condition_status(providers.observe(usage, no_world), "Ready") == "True"
 
 
+def gateway_api_standard_crds() -> list[dict]:
+    """The bundle compose-inference-gateway composes, as `modelplane generate` committed it."""
+    (bundle,) = (b for b in generate.BUNDLES if "gateway-api-standard" in b.target)
+    return json.loads((repo.root() / bundle.target).read_text())
+
+
 def test_control_plane_gateway_takes_the_metallb_address_and_routes_are_accepted():
     pool = {
         "apiVersion": "metallb.io/v1beta1",
@@ -196,6 +205,15 @@ def test_control_plane_gateway_takes_the_metallb_address_and_routes_are_accepted
     }
     world = {"IPAddressPool": [pool], "GatewayClass": [gateway_class], "Gateway": [gateway]}
     providers = ProviderSimulator()
+    # Traefik serves nothing while a Gateway API CRD it watches is missing (D1).
+    waiting = providers.observe(gateway, lambda kind: world.get(kind, []))
+    assert "addresses" not in waiting["status"]
+    (accepted,) = waiting["status"]["conditions"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "Pending")
+    assert "GRPCRoute" in accepted["message"] and "BackendTLSPolicy" in accepted["message"]
+    world["CustomResourceDefinition"] = [
+        providers.observe(crd, no_world) for crd in gateway_api_standard_crds()
+    ]
     observed = providers.observe(gateway, lambda kind: world.get(kind, []))
     assert observed["status"]["addresses"][0]["value"] == "172.18.255.200"
     route = {

@@ -38,7 +38,14 @@ class HydrateFunction(CompositionFunction):
                                 "apiVersion": "batch/v1",
                                 "kind": "Job",
                                 "metadata": {"name": f"hydrate-{item}", "namespace": "models"},
-                                "spec": {"template": {"spec": {"restartPolicy": "Never"}}},
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "restartPolicy": "Never",
+                                            "containers": [{"name": "pull", "image": "busybox"}],
+                                        }
+                                    }
+                                },
                             }
                         },
                     },

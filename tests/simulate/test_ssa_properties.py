@@ -15,6 +15,29 @@ trees = st.recursive(
     leaves, lambda children: st.dictionaries(keys, children, min_size=1, max_size=3), max_leaves=8
 )
 intents = st.dictionaries(keys, trees, max_size=3)
+THING_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "things.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"kind": "Thing", "plural": "things"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
 
 
 # The fixtures are stateless across examples: the runner's function is replaced per example
@@ -34,6 +57,7 @@ def test_object_holds_latest_intent_and_foreign_fields(runner, test_catalog, seq
         }
     )
     plane = ControlPlane(runner, catalog=test_catalog)
+    plane.apply(THING_CRD)  # a strict API server serves Things only once this is Established
     plane.apply({"apiVersion": API, "kind": "Widget", "metadata": {"name": "w"}, "spec": {}})
     first = True
     for spec in sequence:

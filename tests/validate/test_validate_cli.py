@@ -187,3 +187,22 @@ def test_a_list_of_objects_is_validated_item_by_item(tmp_path: Path):
     assert result.exit_code == 1
     assert "InferenceClass/broken: spec.devices[0].count" in result.stderr
     assert result.stderr.strip().endswith("1 object valid; 2 problem(s)")
+
+
+def test_a_version_attribute_that_is_not_semver_is_refused_naming_the_attribute(tmp_path):
+    (tmp_path / "class.yaml").write_text(
+        "apiVersion: modelplane.ai/v1alpha1\nkind: InferenceClass\nmetadata: {name: l4}\n"
+        "spec:\n  devices:\n  - name: gpu\n    driver: gpu.nvidia.com\n"
+        "    deviceClassName: gpu.nvidia.com\n"
+        '    attributes: {cudaComputeCapability: {version: "8.9"}}\n'
+    )
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path)])
+    assert result.exit_code == 1
+    assert (
+        "InferenceClass/l4: spec.devices[0].attributes[cudaComputeCapability]: version must be"
+        " a semantic version MAJOR.MINOR.PATCH (for example 8.9.0)"
+    ) in result.output
+    (tmp_path / "class.yaml").write_text(
+        (tmp_path / "class.yaml").read_text().replace('"8.9"', '"8.9.0"')
+    )
+    assert CliRunner().invoke(cli, ["validate", str(tmp_path)]).exit_code == 0

@@ -300,3 +300,13 @@ def test_nulls_defaults_and_list_types_as_the_api_server_applies_them(tmp_path):
     assert run(tmp_path, crd(schema), widget(spec))[0] == 0
     code, report = run(tmp_path, crd(schema), widget({**spec, "tags": ["a", "a"]}))
     assert (code, messages(report)) == (1, {"spec.tags[1]": 'Duplicate value: "a"'})
+
+
+def test_manifests_in_memory_are_checked_as_a_set():
+    """What simulate can call: a CRD among the documents applies to the others."""
+    from modelplane.validate import Document, check_documents  # noqa: PLC0415
+
+    found = check_documents(
+        [Document("crd", 1, crd(REPLICAS)), Document("cr", 1, widget({"replicas": 11}))]
+    )
+    assert [[p.message for p in problems] for problems in found] == [[], ["too many replicas"]]

@@ -29,7 +29,7 @@ def valid_class() -> dict[str, Any]:
                     "driver": "gpu.nvidia.com",
                     "deviceClassName": "gpu.nvidia.com",
                     "count": 8,
-                    "attributes": {"productName": {"string": "H100"}, "cc": {"version": "9.0"}},
+                    "attributes": {"productName": {"string": "H100"}, "cc": {"version": "9.0.0"}},
                     "capacity": {"memory": {"value": "80Gi"}},
                 }
             ],

@@ -33,7 +33,7 @@ import yaml
 from modelplane_common.function import CLOCK_CONTEXT_KEY
 from modelplane_common.naming import MAX_NAME_LENGTH
 
-from modelplane import kube, xrd
+from modelplane import apiserver, kube, usages, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
 from modelplane.pipeline import (
     FunctionHost,
@@ -198,7 +198,12 @@ class ControlPlane:
         self._serial = 0
         self._changed: set[ObjectKey] = set()
         self._verdicts: dict[str, list[str]] = {}
-        self._provider_stamps: dict[ObjectKey, tuple[Any, int, int]] = {}
+        self._provider_stamps: dict[ObjectKey, tuple[Any, int, int, int]] = {}
+        # (what each cluster serves, config resolver, fingerprint), dropped when it may change
+        self._discovery: tuple[apiserver.Discovery, apiserver.ClusterResolver, int] | None = None
+        # Deletes a Usage denied (or a Usage's finalizer holds), retried every round: key -> why
+        self._pending_deletes: dict[ObjectKey, str] = {}
+        self.providers.admission = self.remote_admission
         self._clock_offset = datetime.timedelta(0)
 
     # --- reading ------------------------------------------------------------------------------
@@ -313,7 +318,41 @@ class ControlPlane:
                 f"{label}: no CompositeResourceDefinition in apis/ serves "
                 f"apiVersion {obj.get('apiVersion')} kind {kind}"
             ]
+        if kind and obj.get("apiVersion") and not self.serves(str(obj["apiVersion"]), kind):
+            return [f"{label}: {apiserver.no_matches(str(obj['apiVersion']), kind)}"]
         return self.validator(obj, source)
+
+    # --- discovery (the strict API server, decision D8) -----------------------------------------
+
+    def discovery(self) -> tuple[apiserver.Discovery, apiserver.ClusterResolver, int]:
+        """What each cluster serves, recomputed only after a CRD, a CRD-wrapping Object, a
+        Release or a provider config changed; with a fingerprint of it."""
+        if self._discovery is None:
+            objects = list(self._objects.values())
+            served = apiserver.discover(objects)
+            fingerprint = hash(tuple(sorted(served.items())))
+            self._discovery = (served, apiserver.ClusterResolver(objects), fingerprint)
+        return self._discovery
+
+    def serves(self, api_version: str, kind: str, cluster: str = apiserver.CONTROL_PLANE) -> bool:
+        """Whether ``cluster`` has ``kind`` built in or its CRD installed and Established."""
+        if cluster == apiserver.CONTROL_PLANE and self.catalog.definition_for(api_version, kind):
+            return True
+        return apiserver.serves(self.discovery()[0], cluster, api_version, kind)
+
+    def remote_admission(self, obj: JSON, manifest: JSON) -> str | None:
+        """Why the cluster an Object targets refuses its manifest (provider-kubernetes' words),
+        or None. A cluster that cannot be told (unknown config) is given the benefit."""
+        cluster = self.discovery()[1].cluster_of(obj)
+        if cluster is None:
+            return None
+        api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
+        if not self.serves(api_version, kind, cluster):
+            return f"observe failed: cannot get object: {apiserver.no_matches(api_version, kind)}"
+        problems = self._composed_problems(manifest)
+        if problems:
+            return f"create failed: cannot create object: {'; '.join(problems)}"
+        return None
 
     def apply(self, obj: JSON, source: str = "<input>") -> ObjectKey:
         """Create or update an object as ``kubectl apply`` would (spec replaced, status kept)."""
@@ -359,22 +398,66 @@ class ControlPlane:
             raise KeyError(describe(key))
         self._put(self._admit(kube.deep_merge(existing, patch)))
 
-    def delete(self, key: ObjectKey) -> list[ObjectKey]:
-        """Delete an object and, like Kubernetes garbage collection, everything it owns."""
-        obj = self._objects.pop(key, None)
+    def strip_status(self) -> None:
+        """Every object loses its status, as when a control plane is restored from a backup
+        (statuses are not restored; controllers and providers must write them again)."""
+        for key in sorted(self._objects):
+            obj = copy.deepcopy(self._objects[key])
+            if obj.pop("status", None) is not None:
+                self._put(obj)
+
+    @property
+    def pending_deletions(self) -> dict[ObjectKey, str]:
+        """Objects whose deletion a Usage holds back, with the reason (retried every round)."""
+        return dict(self._pending_deletes)
+
+    def delete(self, key: ObjectKey, *, collected: bool = False) -> list[ObjectKey]:
+        """Delete an object (``kubectl delete``, background propagation) and, as Kubernetes
+        garbage collection does, everything it owns; returns what is gone.
+
+        A delete a Usage denies leaves the object in place (an event says why) and is sent
+        again every round while the Usage has ``replayDeletion`` or the garbage collector
+        (``collected``) is the one deleting; a Usage with a ``by`` stays until its user is
+        gone (usages.py)."""
+        obj = self._objects.get(key)
         if obj is None:
+            self._pending_deletes.pop(key, None)
             return []
+        everything = list(self._objects.values())
+        found = usages.protections(obj, everything)
+        if found:
+            message = usages.in_use_message(found)
+            self._event(key, "Warning", "DeletionBlocked", message)
+            if collected or any(p.replay for p in found) or key in self._pending_deletes:
+                self._pending_deletes[key] = message
+            return []
+        if usages.is_usage(obj):
+            user = usages.waits_for_user(obj, everything)
+            if user is not None:
+                self._pending_deletes[key] = (
+                    f"waiting for {user.get('kind')}/{meta(user).get('name')} to be deleted"
+                )
+                return []
+        self._pending_deletes.pop(key, None)
+        del self._objects[key]
         self._changed.add(key)
+        if apiserver.changes_discovery(obj):
+            self._discovery = None
         for applied in [a for a in self._applied if a[0] == key]:
             del self._applied[applied]
         self.events.pop(key, None)
         deleted = [key]
         uid = meta(obj).get("uid")
-        for other_key, other in list(self._objects.items()):
+        for other_key, other in sorted(self._objects.items()):
             owners = meta(other).get("ownerReferences") or []
             if any(owner.get("uid") == uid for owner in owners):
-                deleted.extend(self.delete(other_key))
+                deleted.extend(self.delete(other_key, collected=True))
         return deleted
+
+    def _retry_deletions(self) -> None:
+        """Send every held-back delete again (replayed deletion, garbage collection)."""
+        for key in sorted(self._pending_deletes):
+            self.delete(key, collected=True)
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -397,6 +480,7 @@ class ControlPlane:
         """Reconcile every XR once (parents first), then let the providers observe."""
         self.rounds_run += 1
         self._changed = set()
+        self._retry_deletions()
         composites = sorted(
             (key for key, obj in self._objects.items() if self.is_composite(obj)),
             key=lambda key: (self._depth(key), key),
@@ -417,11 +501,13 @@ class ControlPlane:
         # Remote objects depend on their provider configs existing.
         configs = hash(frozenset(key for key in self._objects if key[1] in PROVIDER_CONFIG_KINDS))
         for key in sorted(self._objects):
+            # What a cluster serves decides whether an Object's manifest is accepted.
+            served = self.discovery()[2] if key[1] == "Object" else 0
             obj = self._objects[key]
             if self.is_composite(obj):
                 continue
             # Providers are deterministic: an object they already answered for is skipped.
-            stamp = (meta(obj).get("resourceVersion"), self.providers.revision, configs)
+            stamp = (meta(obj).get("resourceVersion"), self.providers.revision, configs, served)
             if self._provider_stamps.get(key) == stamp and key[1] not in WORLD_DEPENDENT_KINDS:
                 continue
             updated = self.providers.observe(obj, world)
@@ -432,6 +518,7 @@ class ControlPlane:
                 meta(stored).get("resourceVersion"),
                 self.providers.revision,
                 configs,
+                served,
             )
 
     # --- one reconcile (render.md §3) ---------------------------------------------------------
@@ -480,13 +567,23 @@ class ControlPlane:
             return
         for name, obj in observed.items():
             if name not in desired:
-                self.delete(key_of(obj))
+                self.delete(key_of(obj), collected=True)
         crossplane["resourceRefs"] = sorted(
             (_reference(body, definition.namespaced) for body in desired.values()),
             key=lambda ref: (ref["apiVersion"], ref["kind"], ref["name"]),
         )
         unsynced = []
         for name, body in desired.items():
+            if not self.serves(str(body["apiVersion"]), str(body["kind"])):
+                # Not an Invalid error: the reconcile fails at this resource (render.md §3.3).
+                self._emit(key, result.results)
+                refusal = apiserver.no_matches(str(body["apiVersion"]), str(body["kind"]))
+                self._fail(
+                    xr,
+                    f'cannot compose resources: cannot apply composed resource "{name}": {refusal}',
+                    result.conditions,
+                )
+                return
             problem = self._server_side_apply(xr, body)
             if problem:
                 unsynced.append(name)
@@ -789,6 +886,8 @@ class ControlPlane:
         metadata["resourceVersion"] = str(self._serial)
         self._objects[key] = obj
         self._changed.add(key)
+        if apiserver.changes_discovery(obj):
+            self._discovery = None
         return True
 
     def _admit(self, obj: JSON) -> JSON:

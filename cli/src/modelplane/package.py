@@ -295,6 +295,9 @@ def _venv(function: str, arch: str, stage: Path, wheels: list[Path]) -> str:
         failure=f"installing {function} for {arch} failed",
     )  # fmt: skip
     reqs.unlink()
+    # cel-expr-python ships one native module per CEL extension (about 37 MB); Modelplane
+    # enables extensions through its environment config and never imports them.
+    shutil.rmtree(site / "cel_expr_python" / "ext", ignore_errors=True)
     # --target leaves console scripts pointing at this machine's interpreter; write our own.
     shutil.rmtree(site / "bin", ignore_errors=True)
     bin_dir = venv / "bin"

@@ -330,6 +330,51 @@ class ResourcePool:
         return fnv1.Resources(items=[fnv1.Resource(resource=to_struct(o)) for o in found])
 
 
+_REF_PREFIX = "#/components/schemas/"
+
+
+@dataclasses.dataclass
+class SchemaSource:
+    """OpenAPI v3 documents (``/openapi/v3/<group-version>`` output) required schemas are
+    answered from, as ``crossplane render -s`` does (render.md §2.4)."""
+
+    documents: list[JSON]
+
+    def fetch(self, api_version: str, kind: str) -> fnv1.Schema:
+        """The first schema naming exactly this GVK, ``$ref``s inlined; else an empty Schema."""
+        group, _, version = api_version.rpartition("/")
+        for document in self.documents:
+            schemas = (document.get("components") or {}).get("schemas") or {}
+            for name in sorted(schemas):
+                gvks = (schemas[name] or {}).get("x-kubernetes-group-version-kind")
+                if not isinstance(gvks, list) or len(gvks) != 1 or not isinstance(gvks[0], dict):
+                    continue
+                gvk = gvks[0]
+                if (
+                    str(gvk.get("group", "")).lower() == group.lower()
+                    and str(gvk.get("version", "")).lower() == version.lower()
+                    and gvk.get("kind") == kind
+                ):
+                    inlined = _inline(schemas[name], schemas, frozenset({name}))
+                    return fnv1.Schema(openapi_v3=to_struct(inlined))
+        return fnv1.Schema()
+
+
+def _inline(node: Any, schemas: Mapping[str, Any], seen: frozenset[str]) -> Any:
+    """``node`` with every local ``$ref`` replaced by its target (a cycle keeps its ``$ref``)."""
+    if isinstance(node, list):
+        return [_inline(item, schemas, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_REF_PREFIX):
+        name = ref.removeprefix(_REF_PREFIX)
+        if name in schemas and name not in seen:
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return {**_inline(schemas[name], schemas, seen | {name}), **siblings}
+    return {key: _inline(value, schemas, seen) for key, value in node.items()}
+
+
 def _meta(obj: JSON) -> JSON:
     return obj.get("metadata") or {}
 
@@ -346,8 +391,10 @@ def _namespaced_key(obj: JSON) -> str:
     return f"{_meta(obj).get('namespace', '')}/{_meta(obj).get('name', '')}"
 
 
-def _bootstrap(step: JSON) -> tuple[dict[str, fnv1.ResourceSelector], list[str]]:
-    """A step's up-front requirements: resource selectors and required schema names."""
+def _bootstrap(
+    step: JSON,
+) -> tuple[dict[str, fnv1.ResourceSelector], dict[str, fnv1.SchemaSelector]]:
+    """A step's up-front requirements: resource and schema selectors."""
     requirements = step.get("requirements") or {}
     selectors: dict[str, fnv1.ResourceSelector] = {}
     for entry in requirements.get("requiredResources") or []:
@@ -359,7 +406,12 @@ def _bootstrap(step: JSON) -> tuple[dict[str, fnv1.ResourceSelector], list[str]]
         elif entry.get("matchLabels") is not None:
             selector.match_labels.labels.update(entry["matchLabels"])
         selectors[entry["requirementName"]] = selector
-    schemas = [entry["requirementName"] for entry in requirements.get("requiredSchemas") or []]
+    schemas = {
+        entry["requirementName"]: fnv1.SchemaSelector(
+            api_version=entry.get("apiVersion", ""), kind=entry.get("kind", "")
+        )
+        for entry in requirements.get("requiredSchemas") or []
+    }
     return selectors, schemas
 
 
@@ -381,6 +433,7 @@ def run_with_requirements(
     call: Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse],
     req: fnv1.RunFunctionRequest,
     pool: ResourcePool,
+    schemas: SchemaSource | None = None,
 ) -> fnv1.RunFunctionResponse:
     """Call a function until the requirements it returns are stable (render.md §1.9)."""
     bootstrap_resources = {k: _copy(v) for k, v in req.required_resources.items()}
@@ -409,9 +462,8 @@ def run_with_requirements(
             req.extra_resources[key].CopyFrom(pool.fetch(selector))
         for key, selector in asked.resources.items():
             req.required_resources[key].CopyFrom(pool.fetch(selector))
-        for key in asked.schemas:
-            # No schema source offline: resolved, nothing found (like render without -s).
-            req.required_schemas[key].CopyFrom(fnv1.Schema())
+        for key, wanted in asked.schemas.items():
+            req.required_schemas[key].CopyFrom(_schema(schemas, wanted))
         # Context carries between rounds; desired state from this round is discarded.
         if rsp.HasField("context"):
             req.context.CopyFrom(rsp.context)
@@ -421,6 +473,11 @@ def run_with_requirements(
         "requirements didn't stabilize after the maximum number of iterations "
         f"({MAX_REQUIREMENT_ITERATIONS})"
     )
+
+
+def _schema(schemas: SchemaSource | None, selector: fnv1.SchemaSelector) -> fnv1.Schema:
+    # Without a schema source: resolved, nothing found (like render without -s).
+    return schemas.fetch(selector.api_version, selector.kind) if schemas else fnv1.Schema()
 
 
 def _condition(condition: fnv1.Condition) -> JSON:
@@ -474,18 +531,28 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
     context: JSON | None = None,
     credentials: dict[str, dict[str, bytes]] | None = None,
     honour_namespaces: bool = True,
+    *,
+    extra: list[JSON] | None = None,
+    schemas: SchemaSource | None = None,
 ) -> PipelineResult:
     """Run every step of ``composition`` for ``xr`` (render.md §1.8-1.9).
 
     ``observed`` maps composition resource names to observed composed objects. ``required`` is
     the pool requirements are resolved from. ``credentials`` maps ``"<namespace>/<name>"`` of a
-    Secret to its data. Raises PipelineError on a Fatal result or a failing step.
+    Secret to its data. ``extra`` (render's deprecated ``--extra-resources``) joins the pool
+    for requirements a function returns but not for a step's bootstrap requirements; ``schemas``
+    answers required schemas. Raises PipelineError on a Fatal result or a failing step.
     """
     observed_state = fnv1.State(
         composite=fnv1.Resource(resource=to_struct(xr)),
         resources={name: fnv1.Resource(resource=to_struct(obj)) for name, obj in observed.items()},
     )
-    pool = ResourcePool(list(required), honour_namespaces=honour_namespaces)
+    bootstrap_pool = ResourcePool(list(required), honour_namespaces=honour_namespaces)
+    pool = (
+        ResourcePool([*required, *extra], honour_namespaces=honour_namespaces)
+        if extra
+        else bootstrap_pool
+    )
     desired = fnv1.State()
     pipeline_context: struct_pb2.Struct | None = to_struct(context or {})
     conditions: list[JSON] = []
@@ -506,13 +573,13 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
                 req.context.CopyFrom(pipeline_context)
             if step.get("input") is not None:
                 req.input.CopyFrom(to_struct(step["input"]))
-            selectors, schema_names = _bootstrap(step)
+            selectors, schema_selectors = _bootstrap(step)
             for key, selector in selectors.items():
-                req.required_resources[key].CopyFrom(pool.fetch(selector))
-            for key in schema_names:
-                req.required_schemas[key].CopyFrom(fnv1.Schema())
+                req.required_resources[key].CopyFrom(bootstrap_pool.fetch(selector))
+            for key, wanted in schema_selectors.items():
+                req.required_schemas[key].CopyFrom(_schema(schemas, wanted))
             rsp = run_with_requirements(
-                lambda r, n=function_name: host.run_function(n, r), req, pool
+                lambda r, n=function_name: host.run_function(n, r), req, pool, schemas
             )
         except FunctionCallError as err:
             raise PipelineError(

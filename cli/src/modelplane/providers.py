@@ -34,7 +34,13 @@ SYNCED_TRUE = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
 KUBERNETES_PROVIDER_GROUPS = {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"}
 HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
 # Kinds whose simulated status depends on other objects (a MetalLB pool, a parent Gateway).
-WORLD_DEPENDENT_KINDS = {"Gateway", "Service", "HTTPRoute", "GRPCRoute"}
+WORLD_DEPENDENT_KINDS = {"GatewayClass", "Gateway", "Service", "HTTPRoute", "GRPCRoute"}
+TRAEFIK_CONTROLLER = "traefik.io/gateway-controller"
+# Gateway API kinds Traefik's Gateway provider watches: while any CRD is missing it serves
+# nothing (decision D1), so its GatewayClass and Gateways are never Accepted.
+TRAEFIK_WATCHES = (
+    "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "BackendTLSPolicy",
+)  # fmt: skip
 # Kinds nobody writes a status for (configuration, not things that run).
 _NO_STATUS_KINDS = {"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage"}
 _UNTOUCHED_GROUPS = {"apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io"}
@@ -100,6 +106,8 @@ class ProviderSimulator:
     def __init__(self) -> None:
         self.overrides: list[Override] = []
         self.revision = 0  # bumped whenever the overrides change
+        # (Object, its manifest) -> why the target cluster's API server refuses it, or None.
+        self.admission: Callable[[JSON, JSON], str | None] | None = None
 
     def inject(
         self, match: Matcher, status: JSON | None = None, manifest_status: JSON | None = None
@@ -165,6 +173,10 @@ class ProviderSimulator:
                 ]
             }
             return updated
+        refusal = self.admission(obj, manifest) if self.admission is not None else None
+        if refusal:
+            # Nothing is created remotely; Ready stays whatever was last observed.
+            return _unreachable(obj, refusal)
         config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
         remote = simulate_kubernetes(manifest, _Site(config, remote=True, world=lambda _: []))
         remote = remote or copy.deepcopy(manifest)
@@ -514,13 +526,56 @@ def _crd(live: JSON, site: _Site) -> None:
     }
 
 
-def _gateway_class(live: JSON, site: _Site) -> None:
-    live["status"] = {
-        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted"}],
+def _traefik_missing(site: _Site) -> list[str]:
+    """Gateway API kinds Traefik watches whose CRD is not Established on the control plane."""
+    established = {
+        lookup(crd, ".spec.names.kind")
+        for crd in site.world("CustomResourceDefinition")
+        if lookup(crd, ".spec.group") == "gateway.networking.k8s.io"
+        and any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in lookup(crd, ".status.conditions") or []
+        )
+    }
+    return [kind for kind in TRAEFIK_WATCHES if kind not in established]
+
+
+def _not_serving(missing: list[str]) -> JSON:
+    return {
+        "type": "Accepted",
+        "status": "False",
+        "reason": "Pending",
+        "message": "Traefik's Gateway provider is not running: no CRD for " + ", ".join(missing),
     }
 
 
+def _gateway_class(live: JSON, site: _Site) -> None:
+    missing = (
+        _traefik_missing(site)
+        if not site.remote and lookup(live, ".spec.controllerName") == TRAEFIK_CONTROLLER
+        else []
+    )
+    accepted = (
+        _not_serving(missing)
+        if missing
+        else {"type": "Accepted", "status": "True", "reason": "Accepted"}
+    )
+    live["status"] = {"conditions": [accepted]}
+
+
+def _class_controller(site: _Site, class_name: object) -> str | None:
+    for gateway_class in site.world("GatewayClass"):
+        if (gateway_class.get("metadata") or {}).get("name") == class_name:
+            return str(lookup(gateway_class, ".spec.controllerName"))
+    return None
+
+
 def _gateway(live: JSON, site: _Site) -> None:
+    controller = _class_controller(site, lookup(live, ".spec.gatewayClassName"))
+    missing = _traefik_missing(site) if controller == TRAEFIK_CONTROLLER else []
+    if not site.remote and missing:
+        live["status"] = {"conditions": [_not_serving(missing)]}
+        return
     name = str((live.get("metadata") or {}).get("name"))
     address = _load_balancer_address(site, name)
     listeners = lookup(live, ".spec.listeners") or []
@@ -555,10 +610,9 @@ def _controller_name(site: _Site, parent: JSON, route_namespace: str) -> str:
         if metadata.get("name") == parent.get("name") and (
             metadata.get("namespace") == gateway_namespace
         ):
-            class_name = lookup(gateway, ".spec.gatewayClassName")
-            for gateway_class in site.world("GatewayClass"):
-                if (gateway_class.get("metadata") or {}).get("name") == class_name:
-                    return str(lookup(gateway_class, ".spec.controllerName"))
+            found = _class_controller(site, lookup(gateway, ".spec.gatewayClassName"))
+            if found is not None:
+                return found
     return "gateway.envoyproxy.io/gatewayclass-controller"
 
 

@@ -22,7 +22,13 @@ import click
 import yaml
 
 from modelplane import goyaml, xrd
-from modelplane.pipeline import FunctionHost, PipelineError, PipelineResult, run_pipeline
+from modelplane.pipeline import (
+    FunctionHost,
+    PipelineError,
+    PipelineResult,
+    SchemaSource,
+    run_pipeline,
+)
 
 JSON = dict[str, Any]
 
@@ -183,9 +189,21 @@ def check_composition(xr: JSON, composition: JSON) -> None:
         )
 
 
-def default_xr(xr: JSON) -> JSON:
-    """The XR with its XRD's schema defaults applied, as the API server would store it."""
-    definition = xrd.catalog().definition_for(xr["apiVersion"], xr["kind"])
+def load_xrd(location: str) -> xrd.Definition:
+    """``--xrd``: one CompositeResourceDefinition."""
+    body = load_one(location, "CompositeResourceDefinition")
+    if body.get("kind") != "CompositeResourceDefinition":
+        raise RenderError(f"cannot load XRD from {location!r}: {_describe(body)} is not an XRD")
+    spec = body.get("spec") or {}
+    if not (spec.get("group") and (spec.get("names") or {}).get("kind")):
+        raise RenderError(f"cannot load XRD from {location!r}: no spec.group or spec.names.kind")
+    return xrd.Definition(Path(location), body)
+
+
+def default_xr(xr: JSON, given: xrd.Definition | None = None) -> JSON:
+    """The XR with its XRD's schema defaults applied, as the API server would store it: the
+    ``--xrd`` given, else the one in apis/ for the XR's kind."""
+    definition = given or xrd.catalog().definition_for(xr["apiVersion"], xr["kind"])
     if definition is None:
         return xr  # a kind from outside this repository: no XRD, no defaults (like render)
     schema = definition.schema(xr["apiVersion"])
@@ -228,6 +246,47 @@ def parse_context(values: tuple[str, ...], files: tuple[str, ...]) -> JSON:
             except yaml.YAMLError as err:
                 raise RenderError(f"{flag} {key}: {_yaml_problem(err)}") from err
     return context
+
+
+def annotate_functions(functions: list[JSON], pairs: tuple[str, ...]) -> list[JSON]:
+    """``--function-annotations``: set each KEY=VALUE on every Function, overriding."""
+    annotations: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise RenderError(f"--function-annotations {pair!r} is not KEY=VALUE")
+        annotations[key] = value
+    if not annotations:
+        return functions
+    out = copy.deepcopy(functions)
+    for fn in out:
+        metadata = fn.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+    return out
+
+
+def load_schemas(location: str | None) -> SchemaSource | None:
+    """``--required-schemas``: every ``*.json`` OpenAPI v3 document below a directory."""
+    if location is None:
+        return None
+    root = Path(location)
+    if not root.is_dir():
+        raise RenderError(f"cannot load required schemas from {location!r}: not a directory")
+    files = sorted(p for p in root.rglob("*.json") if p.is_file())
+    if not files:
+        raise RenderError(
+            f"cannot load required schemas from {location!r}: no JSON files found in {location!r}"
+        )
+    documents = []
+    for file in files:
+        try:
+            document = json.loads(_read(file))
+        except json.JSONDecodeError as err:
+            raise RenderError(f"cannot parse OpenAPI JSON from {str(file)!r}: {err}") from err
+        if not isinstance(document, dict):
+            raise RenderError(f"cannot parse OpenAPI JSON from {str(file)!r}: not an object")
+        documents.append(document)
+    return SchemaSource(documents)
 
 
 def load_credentials(location: str | None) -> dict[str, dict[str, bytes]]:
@@ -463,6 +522,10 @@ def render(
     credentials_location: str | None = None,
     functions_location: str | None = None,
     timeout: str = "1m",
+    extra_location: str | None = None,
+    schemas_location: str | None = None,
+    function_annotations: tuple[str, ...] = (),
+    xrd_location: str | None = None,
 ) -> str:
     """The YAML stream ``modelplane render`` prints; raises RenderError or PipelineError."""
     seconds = parse_timeout(timeout)
@@ -472,15 +535,31 @@ def render(
     composition = select_composition(xr, composition_location)
     check_composition(xr, composition)
     functions = load_objects(functions_location) if functions_location is not None else None
-    xr = default_xr(xr)
+    if functions is not None:
+        functions = annotate_functions(functions, function_annotations)
+    elif function_annotations:
+        raise RenderError("--function-annotations needs a Functions file (the FUNCTIONS argument)")
+    xr = default_xr(xr, load_xrd(xrd_location) if xrd_location is not None else None)
     validate_xr(xr)
     credentials = load_credentials(credentials_location)
     observed = load_observed(observed_location)
     required = load_objects(required_location) if required_location is not None else []
+    extra = load_objects(extra_location) if extra_location is not None else []
     context = parse_context(context_values, context_files)
+    schemas = load_schemas(schemas_location)
     with FunctionHost(functions=functions, timeout=seconds) as host:
         host.deadline = deadline
-        result = run_pipeline(host, composition, xr, observed, required, context, credentials)
+        result = run_pipeline(
+            host,
+            composition,
+            xr,
+            observed,
+            required,
+            context,
+            credentials,
+            extra=extra,
+            schemas=schemas,
+        )
     documents = output_documents(
         xr,
         result,
@@ -494,7 +573,8 @@ def render(
 
 @click.command("render")
 @click.argument("composite_resource", metavar="XR")
-@click.argument("composition", metavar="[COMPOSITION]", required=False)
+@click.argument("composition", metavar="[COMPOSITION", required=False)
+@click.argument("functions_argument", metavar="[FUNCTIONS]]", required=False)
 @click.option(
     "-o", "--observed-resources", metavar="PATH", help="Observed composed resources (file or dir)."
 )
@@ -503,6 +583,30 @@ def render(
     "--required-resources",
     metavar="PATH",
     help="Resources function requirements are resolved from (file or dir).",
+)
+@click.option(
+    "--extra-resources",
+    metavar="PATH",
+    help="Deprecated: like --required-resources, but not for bootstrap requirements.",
+)
+@click.option(
+    "-s",
+    "--required-schemas",
+    metavar="DIR",
+    help="Directory searched recursively for OpenAPI v3 *.json documents.",
+)
+@click.option(
+    "-a",
+    "--function-annotations",
+    metavar="KEY=VALUE",
+    multiple=True,
+    help="Annotation set on every Function (overriding); repeatable.",
+)
+@click.option(
+    "--xrd",
+    "xrd_file",
+    metavar="PATH",
+    help="The XR's CompositeResourceDefinition; its defaults are applied (default: apis/).",
 )
 @click.option(
     "-x", "--include-full-xr", is_flag=True, help="Print the input XR's spec and metadata too."
@@ -525,7 +629,7 @@ def render(
 @click.option(
     "--functions",
     metavar="PATH",
-    help="Crossplane Function objects (e.g. functions.yaml): Development targets are dialled.",
+    help="Same as the FUNCTIONS argument (kept for earlier scripts).",
 )
 @click.option(
     "--timeout",
@@ -537,8 +641,13 @@ def render(
 def command(  # noqa: PLR0917 - click passes every option
     composite_resource: str,
     composition: str | None,
+    functions_argument: str | None,
     observed_resources: str | None,
     required_resources: str | None,
+    extra_resources: str | None,
+    required_schemas: str | None,
+    function_annotations: tuple[str, ...],
+    xrd_file: str | None,
     include_full_xr: bool,
     include_function_results: bool,
     include_context: bool,
@@ -551,8 +660,12 @@ def command(  # noqa: PLR0917 - click passes every option
     """Render XR through its Composition's function pipeline, like `crossplane render`.
 
     COMPOSITION defaults to the Composition in apis/ whose compositeTypeRef matches the XR.
+    FUNCTIONS (a file or directory of Function objects, e.g. functions.yaml) dials their
+    Development targets; without it the repository's functions are hosted in-process.
     """
     try:
+        if functions_argument is not None and functions is not None:
+            raise RenderError("give the Functions file once: as FUNCTIONS or with --functions")
         text = render(
             composite_resource,
             composition,
@@ -564,8 +677,12 @@ def command(  # noqa: PLR0917 - click passes every option
             context_values=context_values,
             context_files=context_files,
             credentials_location=function_credentials,
-            functions_location=functions,
+            functions_location=functions_argument or functions,
             timeout=timeout,
+            extra_location=extra_resources,
+            schemas_location=required_schemas,
+            function_annotations=function_annotations,
+            xrd_location=xrd_file,
         )
     except (RenderError, PipelineError) as err:
         _fail(str(err))

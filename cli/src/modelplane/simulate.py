@@ -118,6 +118,16 @@ def _report_unready(plane: ControlPlane) -> bool:
         click.echo(
             f"  {describe(key_of(obj))}: {'; '.join(reasons) or 'no Ready condition'}", err=True
         )
+        # What it composed that a provider, controller or API server refused or holds back
+        # (e.g. a kind with no CRD), in their own words.
+        for composed in plane.composed_by(obj, recursive=False):
+            for found in (composed.get("status") or {}).get("conditions") or []:
+                if found.get("status") == "False" and found.get("message"):
+                    click.echo(
+                        f"    {describe(key_of(composed))}: {found.get('type')}=False: "
+                        f"{found['message']}",
+                        err=True,
+                    )
     return True
 
 

@@ -143,13 +143,19 @@ def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
         found, parse_errors = read_documents(file)
         documents.extend(found)
         errors.extend(parse_errors)
-    catalog = catalog_with(documents)
     valid = 0
-    for doc in documents:
-        problems = _validate(doc, catalog)
+    for problems in check_documents(documents):
         errors.extend(problems)
         valid += not problems
     return valid, errors
+
+
+def check_documents(documents: list[Document]) -> list[list[Problem]]:
+    """The problems of each document, as the API server would admit the set: XRDs, CRDs and
+    Compositions among them apply to the rest. For callers holding manifests in memory
+    (simulate): ``check_documents([Document(source, line, body), ...])``."""
+    catalog = catalog_with(documents)
+    return [_validate(doc, catalog) for doc in documents]
 
 
 def _as_json(problem: Problem | str) -> dict[str, str]:

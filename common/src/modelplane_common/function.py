@@ -24,6 +24,7 @@ from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
@@ -129,19 +130,20 @@ class Request:
 
     @property
     def spec(self) -> JSON:
-        return self.composite.get("spec") or {}
+        return tolerant.mapping(self.composite, "spec") or {}
 
     @property
     def status(self) -> JSON:
-        return self.composite.get("status") or {}
+        """The XR's own status; empty when missing or malformed (e.g. stripped by a restore)."""
+        return tolerant.status(self.composite)
 
     @property
     def name(self) -> str:
-        return (self.composite.get("metadata") or {}).get("name", "")
+        return tolerant.name_of(self.composite)
 
     @property
     def namespace(self) -> str | None:
-        return (self.composite.get("metadata") or {}).get("namespace")
+        return tolerant.text(self.composite, "metadata", "namespace")
 
     def required(self, name: str) -> list[JSON] | None:
         """Objects resolved for a requirement; None while it is not resolved yet.
@@ -202,6 +204,19 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
         rsp.context.update(outcome.context)
 
 
+def _readiness_known(request: Request, outcome: Outcome) -> None:
+    """Say when kept composed resources have no readable readiness (see observed.readiness)."""
+    if any(c.type == observed.READINESS_KNOWN for c in outcome.conditions):
+        return
+    # Only resources the XR waits for: some (provider configs, usages) never report Ready.
+    waiting = [key for key, item in outcome.resources.items() if item.ready is not True]
+    verdict = observed.readiness_known(request.composite, request.observed, waiting)
+    if verdict is not None:
+        known, message = verdict
+        reason = "Observed" if known else "StatusUnknown"
+        outcome.condition(observed.READINESS_KNOWN, known, reason, message)
+
+
 def _require(rsp: fnv1.RunFunctionResponse, key: str, selector: Selector) -> None:
     target = rsp.requirements.resources[key]
     target.api_version = selector.api_version
@@ -237,7 +252,8 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         rsp = response.to(req, ttl=DEFAULT_TTL)
         fields: dict[str, object] = {}
         try:
-            outcome = self.compose(Request(req))
+            request = Request(req)
+            outcome = self.compose(request)
         except InputError as err:
             response.fatal(rsp, str(err))
             fields = {"outcome": "fatal", "message": str(err)}
@@ -247,6 +263,7 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
             response.fatal(rsp, f"{self.name}: internal error: {type(err).__name__}: {err}")
             fields = {"outcome": "error", "error": type(err).__name__}
         else:
+            _readiness_known(request, outcome)
             rsp.meta.ttl.FromTimedelta(outcome.ttl)
             _write(rsp, outcome)
             _log_decisions(log, outcome)

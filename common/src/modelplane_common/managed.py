@@ -8,10 +8,10 @@ went bad.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import pydantic
 
+from modelplane_common import tolerant
 from modelplane_common.function import Composed, Outcome
 from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
@@ -21,17 +21,13 @@ EXTERNAL_NAME = "crossplane.io/external-name"
 
 def external_name(resource: Mapping | None) -> str | None:
     """The ``crossplane.io/external-name`` annotation: the real cloud name, once it exists."""
-    if not resource:
-        return None
-    annotations = (resource.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(EXTERNAL_NAME) or None
+    return tolerant.text(resource, "metadata", "annotations", EXTERNAL_NAME) or None
 
 
-def at_provider(resource: Mapping | None, field: str) -> Any:
-    """``status.atProvider.<field>`` of an observed managed resource, or None."""
-    if not resource:
-        return None
-    return ((resource.get("status") or {}).get("atProvider") or {}).get(field)
+def at_provider(resource: Mapping | None, field: str) -> str | None:
+    """``status.atProvider.<field>`` (a string) of an observed managed resource, or None while
+    it is unknown: missing, or the status, atProvider or field malformed (see tolerant)."""
+    return tolerant.text(resource, "status", "atProvider", field)
 
 
 def validated(model: type[pydantic.BaseModel], body: JSON) -> JSON:
@@ -124,7 +120,7 @@ def hold_outcome(
 ) -> Outcome:
     """Invalid input (C4): re-emit every observed resource and the XR's status, compose
     nothing new, and say why in ``ClusterReady`` and a warning event."""
-    kept = {k: v for k, v in (composite.get("status") or {}).items() if k != "conditions"}
+    kept = {k: v for k, v in tolerant.status(composite).items() if k != "conditions"}
     outcome = Outcome(resources=hold_observed(observed, own_external_names), composite_status=kept)
     outcome.composite_ready = False
     outcome.condition(CLUSTER_READY, False, "InvalidSpec", message)

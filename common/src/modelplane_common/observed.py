@@ -8,9 +8,10 @@ status or server-populated metadata.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from modelplane_common import tolerant
 from modelplane_common.plain import JSON
 
 # Metadata a function may own; everything else (uid, resourceVersion, managedFields...) is
@@ -32,6 +33,42 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
     return None
 
 
+# Set on an XR while some composed resource it kept has no readable Ready condition (e.g. every
+# status was stripped by a backup restore): its own Ready=False then means "not known yet",
+# never "down", and readers must not withdraw anything because of it (issue 14).
+READINESS_KNOWN = "ReadinessKnown"
+
+
+def readiness(obj: Mapping[str, Any] | None) -> bool | None:
+    """``Ready`` as True, False, or None when unknown: no readable Ready condition, or
+    Ready=False on an XR that says its composed resources' readiness is not known yet."""
+    found = condition(obj, "Ready")
+    state = found.get("status") if found else None
+    if state == "True":
+        return True
+    if state != "False":
+        return None
+    known = condition(obj, READINESS_KNOWN)
+    return None if known and known.get("status") == "False" else False
+
+
+def readiness_known(
+    composite: Mapping[str, Any], observed: Mapping[str, Any], kept: Iterable[str]
+) -> tuple[bool, str] | None:
+    """The ``ReadinessKnown`` condition for an XR that keeps the composed resources ``kept``:
+    (False, names) while any observed one has unknown readiness; (True, "") once all are known
+    again, only if the XR carries the condition (it is absent in the normal case)."""
+    unknown = sorted(key for key in kept if key in observed and readiness(observed[key]) is None)
+    if unknown:
+        shown = ", ".join(unknown[:6]) + (
+            f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        )
+        return False, f"no readable Ready condition yet on {shown}"
+    if condition(composite, READINESS_KNOWN) is not None:
+        return True, ""
+    return None
+
+
 def is_true(obj: Mapping[str, Any] | None, type_: str) -> bool:
     cond = condition(obj, type_)
     return bool(cond) and cond.get("status") == "True"
@@ -44,10 +81,10 @@ def is_ready(obj: Mapping[str, Any] | None) -> bool:
 
 def held(obj: Mapping[str, Any]) -> JSON:
     """A copy of an observed object fit to re-emit unchanged as desired state."""
-    metadata = obj.get("metadata") or {}
+    metadata = tolerant.mapping(obj, "metadata") or {}
     annotations = {
         k: v
-        for k, v in (metadata.get("annotations") or {}).items()
+        for k, v in (tolerant.mapping(metadata, "annotations") or {}).items()
         # Crossplane and kubectl stamp these; they are not ours to own.
         if not k.startswith(("crossplane.io/", "kubectl.kubernetes.io/"))
     }

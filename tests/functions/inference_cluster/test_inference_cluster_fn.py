@@ -592,3 +592,19 @@ def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field
     status, reason, message = conditions(rsp)["ClusterReady"]
     assert (status, reason) == ("False", "InvalidSpec")
     assert "spec.nodePools[0].nodeCount" in message
+
+
+def test_class_with_a_version_attribute_that_is_not_semver_is_reported_naming_it():
+    # Stored before the XRD checked semver: its pools could never match a selector, so the
+    # cluster says so instead of publishing them.
+    bad = copy.deepcopy(L4)
+    bad["spec"]["devices"][0]["attributes"]["cudaComputeCapability"] = {"version": "8.9"}
+    rsp = run(GKE, None, {**required_for(GKE), "class-gke-l4-1x-g2": [bad]})
+    status, reason, message = conditions(rsp)["ClusterReady"]
+    assert (status, reason) == ("False", "InvalidNodePool")
+    assert message == (
+        "InferenceClass gke-l4-1x-g2 is invalid (pool l4 (class gke-l4-1x-g2)): "
+        "spec.devices[0].attributes[cudaComputeCapability].version: '8.9' is not a semantic "
+        "version (MAJOR.MINOR.PATCH, e.g. 8.9.0)"
+    )
+    assert ("SEVERITY_WARNING", message) in results(rsp)

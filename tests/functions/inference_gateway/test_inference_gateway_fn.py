@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from compose_inference_gateway.fn import InferenceGatewayFunction
+from modelplane import generate, repo
 from modelplane.validation import defaulted, validate_object
 from modelplane_common.serving import run_function
 from modelplane_common.testing import (
@@ -20,12 +22,24 @@ from modelplane_common.testing import (
 )
 
 NS = "modelplane-system"
-CRD_KEYS = {
-    "gateway-api-crd-gatewayclasses",
-    "gateway-api-crd-gateways",
-    "gateway-api-crd-httproutes",
-    "gateway-api-crd-referencegrants",
-}
+# The bundle as `modelplane generate` committed it from ../shared/crds/gateway-api/standard.
+(GATEWAY_BUNDLE,) = (b for b in generate.BUNDLES if "gateway-api-standard" in b.target)
+BUNDLE_CRDS = json.loads((repo.root() / GATEWAY_BUNDLE.target).read_text())
+CRD_KEYS = {f"gateway-api-crd-{crd['spec']['names']['plural']}" for crd in BUNDLE_CRDS}
+
+
+def test_the_whole_standard_channel_is_composed_and_stamped_with_its_pin():
+    # D1: all ten standard-channel CRDs, BackendTLSPolicy and GRPCRoute included.
+    kinds = {crd["spec"]["names"]["kind"] for crd in BUNDLE_CRDS}
+    assert len(kinds) == 10 and {"BackendTLSPolicy", "GRPCRoute", "HTTPRoute"} <= kinds
+    desired = desired_resources(run(DEFAULT, {}))
+    for crd in BUNDLE_CRDS:
+        composed = desired[f"gateway-api-crd-{crd['spec']['names']['plural']}"]
+        assert composed == crd
+        assert composed["metadata"]["labels"][generate.BUNDLE_VERSION_LABEL] == "v1.6.1"
+        assert composed["metadata"]["annotations"]["gateway.networking.k8s.io/channel"] == (
+            "standard"
+        )
 
 
 def gateway_xr(name: str = "default", traefik: dict | None = None) -> dict:

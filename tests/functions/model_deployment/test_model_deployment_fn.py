@@ -360,3 +360,15 @@ def test_gang_replica_carries_worker_and_claimless_leader():
     assert leader["nodePoolName"] == worker["nodePoolName"] == "ib"
     assert "deviceRequests" not in leader and worker["worker"] == {"nodes": 2}
     assert replica["spec"]["modelCacheRef"] == {"name": "weights"}
+
+
+def test_a_pool_whose_attributes_cannot_be_read_is_named_in_the_scheduling_message():
+    unreadable = {**f.gpu(), "attributes": {"cudaComputeCapability": {"version": "8.9"}}}
+    rsp = call(f.spec(), clusters=[f.cluster("a", f.pool("l4", 2, unreadable))])
+    status, reason, message = conditions(rsp)["ReplicasScheduled"]
+    assert (status, reason) == ("False", "InsufficientCapacity")
+    assert message == (
+        "0 of 1 replicas scheduled (checked 1 clusters); 0/1 clusters available: "
+        '1 no pool matches engine "main"; pool "l4" device attributes cannot be read '
+        "(cudaComputeCapability: invalid semantic version '8.9')"
+    )

@@ -318,3 +318,22 @@ def test_render_invalid_url():
     assert "DNS hostname" in routing["message"]
     assert [r["severity"] for r in results] == ["SEVERITY_WARNING"]
     assert xr_condition(xr, "Ready")["status"] == "False"
+
+
+def test_slice_and_tls_policy_are_held_while_the_service_is_not_observed():
+    # The Service vanished (deleted by hand, or not read back yet): the gate is closed, but
+    # leaving the slice and the policy out of desired state would delete them.
+    xr = endpoint("https://api.provider.example/v1", name="hosted-llama")
+    _, observed = converge(xr)
+    without_service = {k: v for k, v in observed.items() if k != "service"}
+    rsp = run(xr, without_service)
+    objects = desired(rsp)
+    assert set(objects) == {"service", "endpointslice-fqdn", "backendtlspolicy"}
+    for key in ("endpointslice-fqdn", "backendtlspolicy"):
+        assert (
+            objects[key]["spec" if key == "backendtlspolicy" else "endpoints"]
+            == (observed[key]["spec" if key == "backendtlspolicy" else "endpoints"])
+        )
+        assert objects[key]["metadata"]["name"] == observed[key]["metadata"]["name"]
+    assert to_plain(rsp.desired.composite.resource)["status"] == {"routing": {}}
+    assert condition(rsp, "RoutingReady").status == fnv1.STATUS_CONDITION_FALSE

@@ -95,3 +95,14 @@ def test_a_consumer_without_a_provider_config_name_fails_the_step_naming_the_fie
             "ProviderConfig",
         )
     ]
+
+
+def test_a_usage_an_earlier_step_carried_over_keeps_its_consumer_labelled():
+    # compose-serving-stack holds what it observed, this step's Usages included: the consumer
+    # must keep the label the Usage selects, or the ProviderConfig loses its protection.
+    first = desired_resources(run(XR, {"lws": release()}))
+    rsp = run(XR, {"lws": release(), "usage-pc-lws": first["usage-pc-lws"]})
+    desired = desired_resources(rsp)
+    assert desired["lws"]["metadata"]["labels"]["modelplane.ai/usage-consumer"] == "lws"
+    assert desired["usage-pc-lws"] == first["usage-pc-lws"]
+    assert results(rsp) == []

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, Severity, validation_summary
 from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready
@@ -163,8 +164,7 @@ def _observed_ready(key: str, body: JSON) -> bool:
 
 
 def _previous_status(xr: JSON) -> JSON:
-    status = xr.get("status") or {}
-    return {k: v for k, v in status.items() if k in PUBLISHED_STATUS}
+    return {k: v for k, v in tolerant.status(xr).items() if k in PUBLISHED_STATUS}
 
 
 def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: Any) -> None:
@@ -243,9 +243,7 @@ def _compose_cloud(
     stack = observed.get(rs.KEY_SERVING_STACK)
     stack_secrets = [s for s in secrets if source == "GKE" or s.type == "Kubeconfig"]
     if not stack_secrets and stack is not None:
-        stack_secrets = [
-            ss.Secret.model_validate(s) for s in (stack.get("spec") or {}).get("secrets") or []
-        ]
+        stack_secrets = _observed_stack_secrets(stack)
     if stack_secrets:
         if cloud_ready and stack is None:
             outcome.event("Normal", f"{kind} {name} is ready: composing the serving stack")
@@ -267,9 +265,20 @@ def _compose_cloud(
     _backend_condition(outcome, observed, cluster_ready=cloud_ready)
 
 
+def _observed_stack_secrets(stack: JSON) -> list[ss.Secret]:
+    """The observed stack's secrets, or none when any cannot be read: the stack is then held
+    as observed rather than recomposed with a secret missing."""
+    try:
+        return [
+            ss.Secret.model_validate(s) for s in tolerant.listing(stack, "spec", "secrets") or []
+        ]
+    except pydantic.ValidationError:
+        return []
+
+
 def _cloud_secrets(cloud: JSON | None) -> list[ss.Secret]:
     found = []
-    for raw in ((cloud or {}).get("status") or {}).get("secrets") or []:
+    for raw in tolerant.listing(cloud, "status", "secrets") or []:
         try:
             found.append(ss.Secret.model_validate(raw))
         except pydantic.ValidationError:
@@ -289,7 +298,7 @@ def _compose_storage_class(
         rs.GKE_RWX_CLASS
     )
     name = (cluster.metadata or {}).get("name", "")
-    network = (((cloud or {}).get("status") or {}).get("network") or {}).get("name")
+    network = tolerant.text(cloud, "status", "network", "name")
     if wanted == rs.GKE_RWX_CLASS and rs.KEY_PROVIDER_CONFIG in outcome.resources and network:
         outcome.compose(rs.KEY_STORAGE_CLASS, rs.gke_storage_class(name, network), ready=True)
     elif rs.KEY_STORAGE_CLASS in observed and wanted == rs.GKE_RWX_CLASS:
@@ -312,7 +321,7 @@ def _status(
     if rs.KEY_PROVIDER_CONFIG in outcome.resources:
         status["providerConfigRef"] = {"name": rs.provider_config_name(name)}
     stack = observed.get(rs.KEY_SERVING_STACK)
-    address = (((stack or {}).get("status") or {}).get("gateway") or {}).get("address")
+    address = tolerant.text(stack, "status", "gateway", "address")
     if address and rs.KEY_SERVING_STACK in outcome.resources:
         status["gateway"] = {"address": address}
     return status

@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import validation_summary
 from modelplane_common.plain import JSON
+from modelplane_common.semver import bad_version_attributes
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
@@ -58,7 +60,7 @@ def resolve_classes(names: Sequence[str], required: Mapping[str, list[JSON] | No
         if found is None:
             classes.unresolved.append(name)
             continue
-        match = [obj for obj in found if (obj.get("metadata") or {}).get("name") == name]
+        match = [obj for obj in found if tolerant.name_of(obj) == name]
         if not match:
             classes.missing.append(name)
             continue
@@ -66,6 +68,12 @@ def resolve_classes(names: Sequence[str], required: Mapping[str, list[JSON] | No
             classes.resolved[name] = InferenceClass.model_validate(match[0])
         except pydantic.ValidationError as err:
             classes.invalid[name] = validation_summary(err)
+            continue
+        # Stored before the XRD checked semver: its pools would silently never match.
+        bad = bad_version_attributes((match[0].get("spec") or {}).get("devices") or [])
+        if bad:
+            del classes.resolved[name]
+            classes.invalid[name] = "; ".join(f"spec.{problem}" for problem in bad)
     return classes
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready, is_true
 from modelplane_common.plain import JSON
-from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencegateway import InferenceGateway
+from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencegateway import (
+    InferenceGateway,
+    Traefik,
+)
 
 from compose_inference_gateway import resources as rs
 
@@ -37,7 +41,8 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         return _hold(outcome, observed, "InvalidSpec", validation_summary(err))
 
     traefik = gateway.spec.traefik if gateway.spec else None
-    version = (traefik.version if traefik else None) or "40.2.0"
+    # The chart pin is the XRD's default (one place, D9), read through the generated model.
+    version = (traefik.version if traefik else None) or Traefik().version
     metallb = traefik.metallb if traefik and traefik.loadBalancer == "MetalLB" else None
 
     def gated(
@@ -112,9 +117,7 @@ def _carry_over(outcome: Outcome, observed: Mapping[str, JSON], metallb_mode: bo
 
 
 def _status(observed: Mapping[str, JSON]) -> JSON:
-    gateway = observed.get(rs.KEY_GATEWAY) or {}
-    addresses = (gateway.get("status") or {}).get("addresses") or []
-    value = addresses[0].get("value") if addresses and isinstance(addresses[0], dict) else None
+    value = tolerant.text(observed.get(rs.KEY_GATEWAY), "status", "addresses", 0, "value")
     return {"address": value} if value else {}
 
 

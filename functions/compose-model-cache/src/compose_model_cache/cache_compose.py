@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed, validated
+from modelplane_common.observed import held
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
@@ -52,19 +54,45 @@ def compose_cache(
     source = spec.huggingFace
     auth = source.authSecret.model_dump(exclude_none=True) if source.authSecret else None
 
-    matched = staging.matched_clusters(clusters, match_labels)
-    was_ready = staging.previously_ready(composite.get("status") or {})
+    # A matching cluster whose provider config cannot be read is unknown, not unreachable: it
+    # counts only where its PVC already exists, and that PVC is kept exactly as observed.
+    matched = [
+        c
+        for c in staging.matched_clusters(clusters, match_labels)
+        if c.provider_config or objects.pvc_key(c.name) in observed
+    ]
+    previous = tolerant.status(composite)
+    was_ready = staging.previously_ready(previous)
+    reported = {tolerant.text(e, "name") for e in tolerant.maps(previous, "clusters")}
     statuses = []
     phases = []
     for cluster in matched:
         pvc_key, job_key = objects.pvc_key(cluster.name), objects.job_key(cluster.name)
         observed_pvc, observed_job = observed.get(pvc_key), observed.get(job_key)
-        # Phases first: the phase decides whether the Job is composed at all.
-        phase = staging.derive_phase(observed_pvc, observed_job, cluster.name in was_ready)
+        # Phases first: the phase decides whether the Job is composed at all. With no status
+        # entry for the cluster (a restore stripped it), a PVC observed without its Job was
+        # staged: both are composed together, and only Ready drops the Job.
+        latched = cluster.name in was_ready or (
+            cluster.name not in reported and observed_pvc is not None and observed_job is None
+        )
+        phase = staging.derive_phase(observed_pvc, observed_job, latched)
         phases.append(phase.phase)
         entry: JSON = {"name": cluster.name, "phase": phase.phase}
         if phase.message:
             entry["message"] = phase.message
+        if not cluster.provider_config:
+            entry["message"] = (
+                f"InferenceCluster {cluster.name}: status.providerConfigRef.name is missing or "
+                "malformed; its PVC and Job are kept as they are"
+            )
+            statuses.append(entry)
+            assert observed_pvc is not None  # only such clusters are matched (above)
+            outcome.compose(pvc_key, held(observed_pvc), ready=staging.object_ready(observed_pvc))
+            if observed_job is not None:
+                outcome.compose(
+                    job_key, held(observed_job), ready=staging.object_ready(observed_job)
+                )
+            continue
         statuses.append(entry)
 
         # An existing PVC keeps the class it was created with: the field is immutable, and a

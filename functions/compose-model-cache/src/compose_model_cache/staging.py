@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
+
+from modelplane_common import tolerant
 
 Phase = Literal["Pending", "Hydrating", "Ready", "Failed"]
 
@@ -20,45 +22,30 @@ SOURCE_STORAGE_CLASS = {
 }
 
 
-def _get(obj: Any, *path: str) -> Any:
-    """``obj[path[0]][path[1]]...``, or None as soon as something is missing or not a map."""
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def _list(value: Any) -> list[Mapping]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
-
-
 @dataclasses.dataclass(frozen=True)
 class MatchedCluster:
     name: str
-    provider_config: str
+    provider_config: str  # "" while the cluster's status.providerConfigRef.name is unknown
     storage_class: str
 
 
 def matched_clusters(
     clusters: Sequence[Mapping], match_labels: Mapping[str, str]
 ) -> list[MatchedCluster]:
-    """Clusters with all ``match_labels`` that Modelplane can reach, in the order given.
+    """Clusters with all ``match_labels``, in the order given.
 
-    Only stable facts decide (a provider config exists), never readiness: a cluster that
-    stops matching loses its PVC and the weights on it.
+    Only stable facts decide, never readiness: a cluster that stops matching loses its PVC and
+    the weights on it. A matching cluster whose provider config cannot be read (status
+    missing or malformed, as after a restore) is still matched, with ``provider_config`` "":
+    unknown is not "unreachable", and what exists there is kept (compose_cache).
     """
     matched = []
     for cluster in clusters:
-        name = _get(cluster, "metadata", "name")
-        labels = _get(cluster, "metadata", "labels") or {}
-        provider_config = _get(cluster, "status", "providerConfigRef", "name")
-        if not isinstance(name, str) or not name or not isinstance(labels, Mapping):
+        name = tolerant.name_of(cluster)
+        labels = tolerant.mapping(cluster, "metadata", "labels") or {}
+        if not name or any(labels.get(k) != v for k, v in match_labels.items()):
             continue
-        if any(labels.get(k) != v for k, v in match_labels.items()):
-            continue
-        if not isinstance(provider_config, str) or not provider_config:
-            continue
+        provider_config = tolerant.text(cluster, "status", "providerConfigRef", "name") or ""
         matched.append(MatchedCluster(name, provider_config, storage_class(cluster)))
     return matched
 
@@ -69,22 +56,22 @@ def storage_class(cluster: Mapping) -> str:
     Applied here because a schema default on ``cache.storageClassName`` does not materialise
     when the whole ``cache`` block is omitted.
     """
-    source = _get(cluster, "spec", "cluster", "source")
+    source = tolerant.text(cluster, "spec", "cluster", "source")
     block, default = SOURCE_STORAGE_CLASS.get(source, (None, DEFAULT_STORAGE_CLASS))
     if block is None:
         return default
-    chosen = _get(cluster, "spec", "cluster", block, "cache", "storageClassName")
+    chosen = tolerant.at(cluster, "spec", "cluster", block, "cache", "storageClassName")
     return chosen if isinstance(chosen, str) and chosen else default
 
 
 def remote_status(observed_object: Mapping | None) -> Mapping:
     """The wrapped object's own status, as provider-kubernetes last observed it."""
-    found = _get(observed_object, "status", "atProvider", "manifest", "status")
+    found = tolerant.at(observed_object, "status", "atProvider", "manifest", "status")
     return found if isinstance(found, Mapping) else {}
 
 
 def _condition(status: Mapping, type_: str) -> Mapping | None:
-    for condition in _list(status.get("conditions")):
+    for condition in tolerant.maps(status.get("conditions")):
         if condition.get("type") == type_ and condition.get("status") == "True":
             return condition
     return None
@@ -122,21 +109,21 @@ def previously_ready(status: Mapping) -> set[str]:
     """Cluster names the cache's last written status reported Ready."""
     return {
         str(entry.get("name"))
-        for entry in _list(status.get("clusters"))
+        for entry in tolerant.maps(status.get("clusters"))
         if entry.get("phase") == "Ready"
     }
 
 
 def object_ready(observed_object: Mapping | None) -> bool:
     """The Object's own Ready condition, which its CEL readiness policy drives."""
-    for condition in _list(_get(observed_object, "status", "conditions")):
+    for condition in tolerant.maps(tolerant.at(observed_object, "status", "conditions")):
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
 
 
 def composite_ready(composite: Mapping) -> bool:
-    for condition in _list(_get(composite, "status", "conditions")):
+    for condition in tolerant.maps(tolerant.at(composite, "status", "conditions")):
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
@@ -144,5 +131,7 @@ def composite_ready(composite: Mapping) -> bool:
 
 def applied_storage_class(observed_pvc_object: Mapping | None) -> str | None:
     """The storage class an existing PVC was created with (immutable on a PVC)."""
-    found = _get(observed_pvc_object, "spec", "forProvider", "manifest", "spec", "storageClassName")
+    found = tolerant.at(
+        observed_pvc_object, "spec", "forProvider", "manifest", "spec", "storageClassName"
+    )
     return found if isinstance(found, str) and found else None

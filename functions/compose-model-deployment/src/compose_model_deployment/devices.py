@@ -17,6 +17,7 @@ from typing import Any
 from compose_model_deployment import dracel
 
 _MAX_CACHE = 100_000
+_MAX_DEVICE_COUNT = 64  # the schema's maximum devices[].count
 
 
 class MalformedPoolError(ValueError):
@@ -56,6 +57,10 @@ class PoolDevice:
     device_class: str
     count: int
     cel: dracel.CelDevice
+    # count, attributes or capacity missing, null or of the wrong type: for new placements
+    # they read as published (0, none), but they cannot prove a pinned replica must move.
+    incomplete: bool = False
+    count_unknown: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +70,10 @@ class Pool:
     max_nodes: int | None
     devices: tuple[PoolDevice, ...]
     signature: Any
+
+    def unreadable(self) -> list[str]:
+        """Why devices of this pool can match no selector (e.g. a version that is not semver)."""
+        return [d.cel.error for d in self.devices if d.cel.value is None and d.cel.error]
 
 
 def _count(value: Any) -> int:
@@ -110,9 +119,10 @@ def parse_pool(raw: Any) -> Pool:
 def _parse_pool(raw: Any, key: str) -> Pool:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise MalformedPoolError("entry has no name")
-    devices_raw = raw.get("devices") or []
+    devices_raw = raw.get("devices")
     if not isinstance(devices_raw, list):
-        raise MalformedPoolError(f"pool {raw['name']!r}: devices is not a list")
+        # Missing or null too: a pool is published only with its devices (spec §3.2).
+        raise MalformedPoolError(f"pool {raw['name']!r}: devices is missing or not a list")
     devices = []
     for device in devices_raw:
         if not isinstance(device, dict):
@@ -127,7 +137,12 @@ def _parse_pool(raw: Any, key: str) -> Pool:
         ):
             # A DRA device without a class cannot be claimed: it satisfies nothing.
             cel = dracel.CelDevice(cel.signature, None)
-        devices.append(PoolDevice(claim, device_class or "", _count(device.get("count")), cel))
+        count_unknown = not isinstance(device.get("count"), int)
+        incomplete = count_unknown or not (
+            isinstance(device.get("attributes"), dict) and isinstance(device.get("capacity"), dict)
+        )
+        count = _count(device.get("count"))
+        devices.append(PoolDevice(claim, device_class or "", count, cel, incomplete, count_unknown))
     max_nodes = raw.get("maxNodes")
     return Pool(
         name=raw["name"],
@@ -196,17 +211,25 @@ def match_member(
 def _match(
     requests: tuple[Request, ...], pool: Pool, unreadable_matches: bool
 ) -> tuple[Resolved, ...] | None:
-    remaining = [device.count for device in pool.devices]
+    # Optimistically (``unreadable_matches``) an incomplete device may have any count.
+    remaining = [
+        _MAX_DEVICE_COUNT if unreadable_matches and device.count_unknown else device.count
+        for device in pool.devices
+    ]
     resolved = []
     for request in requests:
         selectors = [dracel.compile_selector(s) for s in request.selectors]
         for i, device in enumerate(pool.devices):
             if remaining[i] < request.count:
                 continue
-            unreadable = device.cel.value is None
-            if (unreadable and unreadable_matches) or all(
-                dracel.matches(selector, device.cel) for selector in selectors
-            ):
+            if unreadable_matches:
+                # Optimistic: only a selector that evaluates to false rules a device out.
+                fits = device.incomplete or all(
+                    dracel.evaluate(selector, device.cel) is not False for selector in selectors
+                )
+            else:
+                fits = all(dracel.matches(selector, device.cel) for selector in selectors)
+            if fits:
                 remaining[i] -= request.count
                 if device.claim != "Synthetic":
                     resolved.append(

@@ -38,7 +38,7 @@ class CompiledSelector:
 
 
 _compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
-_results: dict[tuple[str, Any], bool] = {}
+_results: dict[tuple[str, Any], bool | None] = {}
 
 
 def compile_selector(expression: str) -> CompiledSelector:
@@ -98,13 +98,17 @@ class CelDevice:
 
     signature: Any
     value: dict[str, Any] | None
+    error: str = ""  # why ``value`` is None, naming the attribute when one is at fault
 
 
 def _domains(entries: dict[str, Any], driver: str, convert: Any) -> dict[str, dict[str, Any]]:
     grouped: dict[str, dict[str, Any]] = {}
     for key, raw in entries.items():
         domain, _, name = key.partition("/") if "/" in key else (driver, "", key)
-        grouped.setdefault(domain, {})[name] = convert(raw)
+        try:
+            grouped.setdefault(domain, {})[name] = convert(raw)
+        except (ValueError, TypeError, QuantityError) as err:
+            raise ValueError(f"{key}: {err}") from err
     return grouped
 
 
@@ -146,7 +150,7 @@ _devices: dict[Any, CelDevice] = {}
 
 def cel_device(driver: Any, attributes: Any, capacity: Any) -> CelDevice:
     """The CEL view of one device, built once per distinct content."""
-    signature = (driver, freeze(attributes), freeze(capacity))
+    signature = (freeze(driver), freeze(attributes), freeze(capacity))
     cached = _devices.get(signature)
     if cached is not None:
         return cached
@@ -160,9 +164,11 @@ def cel_device(driver: Any, attributes: Any, capacity: Any) -> CelDevice:
             "attributes": _domains(attributes or {}, driver, _attribute),
             "capacity": _domains(capacity or {}, driver, _capacity),
         }
-    except (ValueError, TypeError, AttributeError, QuantityError):
-        value = None
-    device = CelDevice(signature, value)
+    except (ValueError, TypeError, AttributeError, QuantityError) as err:
+        value, error = None, str(err)
+    else:
+        error = ""
+    device = CelDevice(signature, value, error)
     if len(_devices) >= _MAX_CACHE:
         _devices.clear()
     _devices[signature] = device
@@ -171,12 +177,17 @@ def cel_device(driver: Any, attributes: Any, capacity: Any) -> CelDevice:
 
 def matches(selector: CompiledSelector, device: CelDevice) -> bool:
     """Whether the device satisfies the selector; any evaluation error is a non-match."""
+    return evaluate(selector, device) is True
+
+
+def evaluate(selector: CompiledSelector, device: CelDevice) -> bool | None:
+    """The selector's verdict on the device, or None when it cannot be judged: the device's
+    data cannot be converted, or evaluation fails (e.g. an attribute the device lacks)."""
     if device.value is None:
-        return False
+        return None
     key = (selector.expression, device.signature)
-    cached = _results.get(key)
-    if cached is not None:
-        return cached
+    if key in _results:
+        return _results[key]
     value = device.value
     missing = [(f, d) for f, d in selector.domains if d not in value[f]]
     if missing:
@@ -188,11 +199,11 @@ def matches(selector: CompiledSelector, device: CelDevice) -> bool:
     except cel.CelEvalError:
         result = None
     # A non-bool result is never coerced to truthy.
-    matched = result is True
+    verdict = result if isinstance(result, bool) else None
     if len(_results) >= _MAX_CACHE:
         _results.clear()
-    _results[key] = matched
-    return matched
+    _results[key] = verdict
+    return verdict
 
 
 def iter_expressions(node_selector: Any) -> Iterator[tuple[str, int, str]]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from modelplane_common import drain_annotations
+from modelplane_common import drain_annotations, tolerant
 from modelplane_common.function import (
     CLOCK_CONTEXT_KEY,
     CompositionFunction,
@@ -24,7 +24,7 @@ from modelplane_common.function import (
     Selector,
     validation_summary,
 )
-from modelplane_common.observed import held, is_ready
+from modelplane_common.observed import held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
 from compose_model_deployment import names, scheduler, wire
@@ -35,6 +35,9 @@ CLUSTERS = "clusters"
 ALL_REPLICAS = "all-replicas"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
+# True while an endpoint is kept because what decides it cannot be read (issue 14); set only
+# once that happens, and turned False when it ends.
+ENDPOINTS_HELD = "EndpointsHeld"
 _REPLICA_PREFIX = "replica-"
 _ENDPOINT_PREFIX = "endpoint-"
 
@@ -51,8 +54,8 @@ def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
 
 
 def _previous(composite: Mapping[str, Any], kind: str, field: str) -> str:
-    for condition in (composite.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == kind:
+    for condition in tolerant.maps(composite, "status", "conditions"):
+        if condition.get("type") == kind:
             return str(condition.get(field, ""))
     return ""
 
@@ -222,6 +225,8 @@ def _readiness(
 
 def _cannot_serve(cluster: Cluster) -> str | None:
     """Why a cluster's kept replicas must not get traffic (spec §4.3 degraded cluster), or None."""
+    if cluster.readiness is None:
+        return "readiness unknown"
     if not cluster.ready:
         return "not Ready"
     if not cluster.gateway:
@@ -229,15 +234,35 @@ def _cannot_serve(cluster: Cluster) -> str | None:
     return None
 
 
+def _withdrawn(cluster: Cluster, replica: JSON | None) -> bool:
+    """Whether a definite signal withdraws a replica's endpoint: its cluster or the replica
+    reports ``Ready=False`` (routing withdrawal, issue 14). A missing or malformed condition
+    or gateway address is unknown: an endpoint already composed is kept as it is."""
+    return cluster.readiness is False or readiness(replica) is False
+
+
+def _note_unknown(
+    unknowns: tolerant.Unknowns, cluster: Cluster, replica: str, body: JSON | None
+) -> None:
+    """Name the object and field whose unknown value keeps an endpoint held."""
+    what = f"InferenceCluster {cluster.name}"
+    if cluster.readiness is None:
+        unknowns.note(what, "Ready condition", "not known")
+    elif not cluster.gateway:
+        unknowns.note(what, "status.gateway.address")
+    if readiness(body) is None:
+        unknowns.note(f"ModelReplica {replica}", "Ready condition", "not known")
+
+
 def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.ObservedReplica]:
-    """The fleet's replicas plus our composed ones the fleet listing does not show yet."""
-    replicas = [r for r in map(scheduler.parse_replica, fleet) if r is not None]
-    seen = {(r.namespace, r.name) for r in replicas}
-    for key, body in request.observed.items():
+    """Our composed replicas, then the fleet's others (the listing shows ours too, but our
+    own observed copy is the one Crossplane keys by composition name)."""
+    replicas = []
+    for key, body in sorted(request.observed.items()):
         if not key.startswith(_REPLICA_PREFIX):
             continue
         replica = scheduler.parse_replica(body)
-        if replica is None or (replica.namespace, replica.name) in seen:
+        if replica is None:
             continue
         # Composed by this deployment, so ours even if its labels were tampered with.
         replicas.append(
@@ -250,7 +275,9 @@ def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.Ob
                 body,
             )
         )
-    return replicas
+    seen = {(r.namespace, r.name) for r in replicas}
+    fleet_replicas = [r for r in map(scheduler.parse_replica, fleet) if r is not None]
+    return replicas + [r for r in fleet_replicas if (r.namespace, r.name) not in seen]
 
 
 def compose(request: Request) -> Outcome:
@@ -329,6 +356,7 @@ def _outcome(
     ready = 0
     observed_any = False
     degraded: dict[str, str] = {}
+    unknowns = tolerant.Unknowns()
     for placement in result.placements:
         key = names.replica_key(placement.cluster, placement.index)
         observed = request.observed.get(key)
@@ -342,26 +370,34 @@ def _outcome(
         replica_ready = observed is not None and is_ready(observed)
         outcome.compose(key, body, ready=replica_ready)
         cluster = by_name[placement.cluster]
+        endpoint = names.endpoint_key(placement.cluster, placement.index)
+        observed_endpoint = request.observed.get(endpoint)
         serves, why = _serves(observed, cluster)
         if why:
-            # Kept where it is (retention ignores readiness), but no traffic goes there and it
-            # does not count as ready: its Ready only says its workload once applied.
+            # Kept where it is (retention ignores readiness), but no new traffic goes there and
+            # it does not count as ready: its Ready only says its workload once applied.
             degraded[cluster.name] = why
-            continue
-        ready += serves
-        address = cluster.gateway
-        if replica_ready:
-            endpoint = names.endpoint_key(placement.cluster, placement.index)
+        else:
+            ready += serves
+        if not why and replica_ready:
             outcome.compose(
                 endpoint,
-                endpoint_manifest(deployment, placement, address),
-                ready=is_ready(request.observed.get(endpoint)),
+                endpoint_manifest(deployment, placement, cluster.gateway),
+                ready=is_ready(observed_endpoint),
             )
+        elif observed_endpoint is not None and not _withdrawn(cluster, observed):
+            outcome.compose(endpoint, held(observed_endpoint), ready=is_ready(observed_endpoint))
+            _note_unknown(unknowns, cluster, placement.name, observed)
 
     outcome.composite_status = {
         "replicas": {"total": len(result.placements), "ready": min(ready, wanted)},
         "selector": selector(deployment.name),
     }
+    if unknowns:
+        message = f"endpoints kept as they are: {unknowns.message()}"
+        outcome.condition(ENDPOINTS_HELD, True, "InputUnknown", message)
+    elif _previous(request.composite, ENDPOINTS_HELD, "status") == "True":
+        outcome.condition(ENDPOINTS_HELD, False, "InputsKnown")
     previous = _previous_reason(request.composite)
     if result.checked == 0:
         outcome.condition(SCHEDULED, False, "NoClusters")

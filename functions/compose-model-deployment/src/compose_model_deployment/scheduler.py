@@ -26,8 +26,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from modelplane_common import drain_annotations
-from modelplane_common.observed import condition, is_ready
+from modelplane_common import drain_annotations, tolerant
+from modelplane_common.observed import condition, is_ready, readiness
 
 from compose_model_deployment import devices, names
 from compose_model_deployment.devices import Pool, Request, Resolved
@@ -175,8 +175,8 @@ def format_duration(delta: datetime.timedelta) -> str:
 def _pods(member: Mapping[str, Any]) -> int:
     if member.get("role", "Standalone") != "Worker":
         return 1
-    nodes = (member.get("worker") or {}).get("nodes", 1)
-    return nodes if isinstance(nodes, int) and nodes > 0 else 1
+    nodes = tolerant.integer(member, "worker", "nodes")
+    return nodes if nodes is not None and nodes > 0 else 1
 
 
 def _copies(engine: Mapping[str, Any]) -> int:
@@ -232,6 +232,12 @@ class Cluster:
     pools_unknown: str  # non-empty when status.gpuPools as a whole cannot be used: why
     # A malformed entry without a readable name: any pin missing from ``pools`` may be it.
     nameless_entries: bool = False
+    # The Ready condition: True, False (a definite signal: withdraw its endpoints) or None
+    # when it cannot be read (unknown: endpoints already composed there are kept).
+    readiness: bool | None = None
+    # Pools the spec declares (spec.nodePools[].name); None when the spec says nothing about
+    # them, UNREADABLE when it does but cannot be read.
+    declared_pools: frozenset[str] | None = None
     taints: tuple[Taint, ...] = ()
     grace: datetime.timedelta = DEFAULT_GRACE  # spec.failoverGracePeriod
     not_ready_since: datetime.datetime | None = None  # Ready=False's lastTransitionTime
@@ -256,10 +262,9 @@ class Cluster:
 
 
 def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
-    status = obj.get("status") or {}
-    metadata = obj.get("metadata") or {}
-    gateway = (status.get("gateway") or {}).get("address") or ""
-    provider_config = (status.get("providerConfigRef") or {}).get("name") or ""
+    status = tolerant.status(obj)
+    gateway = tolerant.text(status, "gateway", "address") or ""
+    provider_config = tolerant.text(status, "providerConfigRef", "name") or ""
     pools: dict[str, Pool] = {}
     unreadable: set[str] = set()
     unknown = ""
@@ -282,7 +287,7 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
                     nameless = True
                 continue
             pools.setdefault(pool.name, pool)
-    spec = obj.get("spec") or {}
+    spec = tolerant.mapping(obj, "spec") or {}
     ready = is_ready(obj)
     since = None
     found = condition(obj, "Ready")
@@ -292,16 +297,32 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
         taints=parse_taints(spec.get("taints")),
         grace=parse_duration(spec.get("failoverGracePeriod")),
         not_ready_since=since,
-        name=metadata.get("name", ""),
-        labels=metadata.get("labels") or {},
+        name=tolerant.name_of(obj),
+        labels=tolerant.mapping(obj, "metadata", "labels") or {},
         ready=is_ready(obj),
-        gateway=gateway if isinstance(gateway, str) else "",
-        provider_config=provider_config if isinstance(provider_config, str) else "",
+        gateway=gateway,
+        provider_config=provider_config,
         pools=pools,
         unreadable_pools=frozenset(unreadable - pools.keys()),
         pools_unknown=unknown,
         nameless_entries=nameless,
+        readiness=readiness(obj),
+        declared_pools=_declared_pools(obj),
     )
+
+
+UNREADABLE: frozenset[str] = frozenset({"\0unreadable"})
+
+
+def _declared_pools(obj: Mapping[str, Any]) -> frozenset[str] | None:
+    spec = obj.get("spec")
+    if spec is None or (isinstance(spec, Mapping) and "nodePools" not in spec):
+        return None
+    pools = tolerant.listing(spec, "nodePools")
+    found = [tolerant.text(pool, "name") for pool in pools or []]
+    if pools is None or None in found:
+        return UNREADABLE
+    return frozenset(name for name in found if name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,8 +343,8 @@ class ObservedReplica:
         """(pool, nodes) for every member that claims devices, from this replica's own spec."""
         for engine in self.engines:
             copies = _copies(engine)
-            for member in engine.get("members") or []:
-                if isinstance(member, dict) and member.get("deviceRequests"):
+            for member in tolerant.maps(engine, "members"):
+                if member.get("deviceRequests"):
                     yield str(member.get("nodePoolName", "")), _pods(member) * copies
 
 
@@ -332,17 +353,15 @@ def _index(value: Any) -> int:
 
 
 def parse_replica(obj: Mapping[str, Any]) -> ObservedReplica | None:
-    metadata = obj.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    labels = tolerant.mapping(obj, "metadata", "labels") or {}
+    name = tolerant.name_of(obj)
+    if not name:
         return None
-    cluster = (obj.get("spec") or {}).get("clusterName")
     return ObservedReplica(
         name=name,
-        namespace=metadata.get("namespace") or "",
+        namespace=tolerant.text(obj, "metadata", "namespace") or "",
         deployment=str(labels.get(names.DEPLOYMENT_LABEL, "")),
-        cluster=cluster if isinstance(cluster, str) else "",
+        cluster=tolerant.text(obj, "spec", "clusterName") or "",
         index=_index(labels.get(names.INDEX_LABEL)),
         body=obj,
     )
@@ -449,6 +468,16 @@ def _engine_candidates(engine: Engine, cluster: Cluster) -> tuple[list[_Candidat
     return candidates, ""
 
 
+def _unreadable_note(cluster: Cluster) -> str:
+    """Pools whose device data cannot be read match nothing: say so, never skip them silently."""
+    problems = [
+        f'pool "{pool.name}" device attributes cannot be read ({"; ".join(pool.unreadable())})'
+        for pool in cluster.pools.values()
+        if pool.unreadable()
+    ]
+    return f"; {', '.join(problems)}" if problems else ""
+
+
 def _no_pool(engine: Engine, member: Member) -> str:
     if len(engine.members) == 1:
         return f'no pool matches engine "{engine.name}"'
@@ -472,7 +501,7 @@ class _ClusterView:
         for engine in deployment.engines:
             candidates, reason = _engine_candidates(engine, cluster)
             if reason:
-                self.rejection = reason
+                self.rejection = reason + _unreadable_note(cluster)
                 return
             self.candidates.append(candidates)
 
@@ -527,13 +556,13 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
     observed = replica.engines
     if len(observed) != len(deployment.engines):
         return None
-    by_name = {e.get("name"): e for e in observed}
+    by_name = {e.get("name"): e for e in observed if isinstance(e.get("name"), str)}
     if set(by_name) != {e.name for e in deployment.engines}:
         return None
     engines = []
     frozen = False
     for engine in deployment.engines:
-        members = [m for m in by_name[engine.name].get("members") or [] if isinstance(m, dict)]
+        members = tolerant.maps(by_name[engine.name], "members")
         roles = [m.get("role", "Standalone") for m in members]
         if roles != [m.role for m in engine.members]:
             return None
@@ -549,10 +578,13 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
             continue
         pool = cluster.pools.get(pin) if isinstance(pin, str) else None
         if pool is None:
-            if cluster.nameless_entries:
-                frozen = True  # the pinned pool may be the entry whose name cannot be read
+            declared = cluster.declared_pools or frozenset()
+            if cluster.nameless_entries or declared is UNREADABLE or pin in declared:
+                # The pinned pool may be the entry whose name cannot be read, or the spec
+                # still declares it and only its status entry is missing: unknown, keep it.
+                frozen = True
                 continue
-            return None  # the cluster no longer publishes the pool
+            return None  # the cluster no longer has the pool
         resolved = tuple(devices.match_member(m.requests, pool) for m in engine.members)
         if any(r is None for r in resolved) or not any(resolved):
             if _fails_only_on_unreadable_devices(engine, pool):
@@ -571,10 +603,9 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
 
 
 def _fails_only_on_unreadable_devices(engine: Engine, pool: Pool) -> bool:
-    """Whether the engine would fit the pool if its unreadable devices matched: then the
-    pool is not proven to fail the spec, and a replica pinned there must not move."""
-    if all(device.cel.value is not None for device in pool.devices):
-        return False
+    """Whether the engine would fit the pool if every device whose data is unreadable or
+    incomplete, and every selector that cannot be evaluated, matched: then the pool is not
+    proven to fail the spec, and a replica pinned there must not move (issue 14)."""
     optimistic = [
         devices.match_member(m.requests, pool, unreadable_matches=True) for m in engine.members
     ]

@@ -87,27 +87,31 @@ _CLUSTER_SPEC = ("taints", "failoverGracePeriod")
 
 
 def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]] | None:
-    """InferenceClusters as {metadata, spec, status}; of the spec only taints and the
-    failover grace period are read (straight from the spec: no status copy to lag behind)."""
+    """InferenceClusters as {metadata, status} and of their spec only ``nodePools``, taints
+    and the failover grace period (read straight from the spec: no status copy to lag)."""
     items = _items(request, key)
     if items is None:
         return None
     out = []
     for item in items:
         status = item.fields.get("status")
+        cluster = {
+            "metadata": _field(item, "metadata") or {},
+            "status": _status(status.struct_value)
+            if status is not None and status.WhichOneof("kind") == "struct_value"
+            else plain(status)
+            if status is not None
+            else {},
+        }
         spec = item.fields.get("spec")
-        spec_fields = spec.struct_value.fields if spec is not None else {}
-        out.append(
-            {
-                "metadata": _field(item, "metadata") or {},
-                "spec": {k: plain(spec_fields[k]) for k in _CLUSTER_SPEC if k in spec_fields},
-                "status": _status(status.struct_value)
-                if status is not None and status.WhichOneof("kind") == "struct_value"
-                else plain(status)
-                if status is not None
-                else {},
-            }
-        )
+        if spec is not None and spec.WhichOneof("kind") == "struct_value":
+            fields = spec.struct_value.fields
+            read = {k: plain(fields[k]) for k in ("nodePools", *_CLUSTER_SPEC) if k in fields}
+            if read:
+                cluster["spec"] = read
+        elif spec is not None:
+            cluster["spec"] = plain(spec)
+        out.append(cluster)
     return out
 
 

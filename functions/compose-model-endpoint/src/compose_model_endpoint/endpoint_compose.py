@@ -3,6 +3,7 @@ ModelEndpoint, and ``status.routing.backendName`` once they exist (routing.md §
 
 from __future__ import annotations
 
+from modelplane_common import tolerant
 from modelplane_common.endpoint_url import InvalidURLError, parse_endpoint_url
 from modelplane_common.function import Outcome
 from modelplane_common.observed import held
@@ -50,6 +51,12 @@ def compose_endpoint(composite: JSON, observed: dict[str, JSON]) -> Outcome:
             )
             if not tls_observed:
                 waiting_for.append("BackendTLSPolicy")
+    else:
+        # The gate is closed (the Service is not observed, e.g. recreated after a deletion):
+        # hold what exists, since leaving it out of desired state would delete it.
+        for key, body in observed.items():
+            if key not in outcome.resources:
+                outcome.compose(key, held(body), ready=False)
 
     if waiting_for:
         outcome.composite_status = {"routing": {}}
@@ -85,6 +92,4 @@ def _invalid(outcome: Outcome, observed: dict[str, JSON], message: str) -> Outco
 
 
 def _observed_name(body: JSON | None) -> str | None:
-    if not body:
-        return None
-    return (body.get("metadata") or {}).get("name") or None
+    return tolerant.name_of(body) or None

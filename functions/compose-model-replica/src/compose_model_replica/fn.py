@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import (
     CompositionFunction,
     Outcome,
@@ -32,9 +33,7 @@ CLUSTER_KIND = "InferenceCluster"
 
 
 def _provider_config(cluster: Mapping[str, Any]) -> str:
-    ref = (cluster.get("status") or {}).get("providerConfigRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) else ""
+    return tolerant.text(cluster, "status", "providerConfigRef", "name") or ""
 
 
 def _hold(outcome: Outcome, request: Request, why: str) -> None:

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from modelplane_common import observed
+from modelplane_common import observed, tolerant
 from modelplane_common.function import Condition
 
 JSON = dict[str, Any]
@@ -23,11 +23,7 @@ READY = "ModelReady"
 
 
 def _conditions(obj: Mapping[str, Any] | None) -> list[JSON]:
-    status = obj.get("status") if isinstance(obj, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    if not isinstance(conditions, list):
-        return []
-    return [c for c in conditions if isinstance(c, dict)]
+    return tolerant.maps(obj, "status", "conditions")
 
 
 def _describe(condition: JSON) -> str:
@@ -46,12 +42,10 @@ def sync_error(obj: Mapping[str, Any] | None) -> str | None:
 
 def _remote_summary(manifest: JSON) -> str:
     """What the remote workload says about itself: ready copies and troubled conditions."""
-    kind = manifest.get("kind", "object")
-    name = (manifest.get("metadata") or {}).get("name", "")
-    parts = [f"{kind} {name}".strip()]
-    status = manifest.get("status") if isinstance(manifest.get("status"), dict) else {}
-    wanted = (manifest.get("spec") or {}).get("replicas")
-    if isinstance(wanted, int):
+    parts = [tolerant.describe(manifest)]
+    status = tolerant.status(manifest)
+    wanted = tolerant.integer(manifest, "spec", "replicas")
+    if wanted is not None:
         parts.append(f"{status.get('readyReplicas', 0)}/{wanted} ready")
     for condition in _conditions(manifest):
         # Available is the gate; any other False (or a failure reported True) says why not.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed
 from modelplane_common.plain import JSON
@@ -60,9 +61,7 @@ def compose_service(
         return outcome
 
     gateways = required[GATEWAY_REQUIREMENT] or []
-    gateway_address = (
-        str((gateways[0].get("status") or {}).get("address") or "") if gateways else ""
-    )
+    gateway_address = tolerant.text(gateways[:1], 0, "status", "address") or ""
     status: JSON = {}
     if gateway_address:
         status["address"] = routing.public_address(gateway_address, namespace, name)
@@ -73,6 +72,7 @@ def compose_service(
         [required[endpoints_requirement(i)] or [] for i in range(len(entries))],
         namespace,
     )
+    groups = routing.with_routed_backends(groups, observed.get(ROUTE_KEY))
     matched = sum(len(g.endpoints) for g in groups)
     if matched == 0:
         message = f"no ModelEndpoint in namespace {namespace} matches any spec.endpoints[].selector"
@@ -89,6 +89,12 @@ def compose_service(
     resolved = f"Matched {matched} endpoint(s)"
     if waiting:
         resolved += f"; {waiting} waiting for Backend"
+    unknown = sorted(e.name for g in groups for e in g.endpoints if e.backend_unknown)
+    if unknown:
+        resolved += (
+            f"; status.routing of ModelEndpoint {', '.join(unknown)} missing or malformed, "
+            "kept on the backend already routed"
+        )
     outcome.condition(ENDPOINTS_READY, True, "Resolved", resolved)
 
     accepted, why = routing.parent_status(observed.get(ROUTE_KEY))

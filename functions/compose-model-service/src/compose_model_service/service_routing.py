@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from modelplane_common import tolerant
 from modelplane_common.endpoint_url import EndpointURL, InvalidURLError, parse_endpoint_url
 from modelplane_common.plain import JSON
 
@@ -23,6 +24,9 @@ class Endpoint:
     backend_name: str  # "" until the endpoint's Service and EndpointSlice exist
     url: EndpointURL | None  # None when spec.url does not parse
     rewrite_path: str
+    # status.routing missing or malformed (e.g. stripped by a restore): unknown, unlike the
+    # published ``routing: {}`` that says "no backend yet".
+    backend_unknown: bool = False
 
     @property
     def routable(self) -> bool:
@@ -55,12 +59,13 @@ def gather(
     for entry, objects in zip(entries, selected, strict=True):
         labels = (entry.get("selector") or {}).get("matchLabels") or {}
         members = []
-        for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name", "")):
-            metadata = obj.get("metadata") or {}
-            name = metadata.get("name", "")
-            if not name or metadata.get("namespace") != namespace or name in seen:
+        for obj in sorted(objects, key=tolerant.name_of):
+            name = tolerant.name_of(obj)
+            if not name or tolerant.text(obj, "metadata", "namespace") != namespace or name in seen:
                 continue
-            if not labels or not _has_labels(metadata.get("labels") or {}, labels):
+            if not labels or not _has_labels(
+                tolerant.mapping(obj, "metadata", "labels") or {}, labels
+            ):
                 continue
             seen.add(name)
             members.append(_endpoint(obj))
@@ -73,18 +78,45 @@ def _has_labels(have: Mapping[str, str], want: Mapping[str, str]) -> bool:
 
 
 def _endpoint(obj: Mapping) -> Endpoint:
-    spec = obj.get("spec") or {}
     try:
-        url: EndpointURL | None = parse_endpoint_url(str(spec.get("url", "")))
+        url: EndpointURL | None = parse_endpoint_url(tolerant.text(obj, "spec", "url") or "")
     except InvalidURLError:
         url = None
-    backend = ((obj.get("status") or {}).get("routing") or {}).get("backendName") or ""
+    routing = tolerant.at(obj, "status", "routing")
+    backend = tolerant.text(routing, "backendName")
     return Endpoint(
-        name=(obj.get("metadata") or {}).get("name", ""),
-        backend_name=str(backend),
+        name=tolerant.name_of(obj),
+        backend_name=backend or "",
         url=url,
-        rewrite_path=str(spec.get("rewritePath") or "/"),
+        rewrite_path=tolerant.text(obj, "spec", "rewritePath") or "/",
+        backend_unknown=backend is None
+        and not (isinstance(routing, dict) and "backendName" not in routing),
     )
+
+
+def with_routed_backends(groups: Sequence[Group], route: Mapping | None) -> list[Group]:
+    """Endpoints whose backend is unknown keep the backend the observed route already sends
+    them to (found by their rewrite path): unknown never withdraws traffic (issue 14)."""
+    routed: dict[str, str] = {}
+    for rule in tolerant.maps(route, "spec", "rules"):
+        for ref in tolerant.maps(rule, "backendRefs"):
+            for found in tolerant.maps(ref, "filters"):
+                path = tolerant.text(found, "urlRewrite", "path", "replacePrefixMatch")
+                name = tolerant.text(ref, "name")
+                if path and name:
+                    routed.setdefault(path, name)
+    return [
+        Group(
+            weight=group.weight,
+            endpoints=tuple(
+                dataclasses.replace(e, backend_name=routed[e.rewrite_path])
+                if e.backend_unknown and e.rewrite_path in routed
+                else e
+                for e in group.endpoints
+            ),
+        )
+        for group in groups
+    ]
 
 
 def backend_refs(groups: Sequence[Group]) -> list[JSON]:
@@ -164,7 +196,7 @@ def parent_status(route: Mapping | None) -> tuple[bool, str]:
         conditions = {
             c.get("type"): c
             for c in (found if isinstance(found, list) else [])
-            if isinstance(c, Mapping)
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
         }
         problems = [
             f"{type_}: {(conditions.get(type_) or {}).get('message') or 'not reported'}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import held_with_external_name, without_status
 from modelplane_common.observed import held, is_ready
@@ -99,13 +100,8 @@ def _held(body: JSON) -> JSON:
 
 
 def _gateway_address(gateway_object: JSON | None) -> str | None:
-    manifest = (((gateway_object or {}).get("status") or {}).get("atProvider") or {}).get(
-        "manifest"
-    ) or {}
-    addresses = (manifest.get("status") or {}).get("addresses") or []
-    if addresses and isinstance(addresses[0], dict):
-        return addresses[0].get("value") or None
-    return None
+    path = ("status", "atProvider", "manifest", "status", "addresses", 0, "value")
+    return tolerant.text(gateway_object, *path) or None
 
 
 def _hold(outcome: Outcome, observed: Mapping[str, JSON], message: str) -> Outcome:

@@ -140,7 +140,8 @@ def _prometheus_values() -> JSON:
 
 def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None]]:
     """(key, chart, target namespace, values) for every release, versions pinned (§7.2)."""
-    versions = spec.versions or ss.Versions()
+    # Chart pins are the XRD's defaults (one place, D9), read through the generated model.
+    versions, pins = spec.versions or ss.Versions(), ss.Versions()
     dra_values: JSON = {
         "gpuResourcesEnabledOverride": True,
         "resources": {"computeDomains": {"enabled": False}},
@@ -148,12 +149,13 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
     if spec.nvidiaDriverRoot and spec.nvidiaDriverRoot != "/":
         dra_values["nvidiaDriverRoot"] = spec.nvidiaDriverRoot
     oci_envoy = "oci://docker.io/envoyproxy"
+    nfd_version = versions.nodeFeatureDiscovery or pins.nodeFeatureDiscovery
     return [
         ("cert-manager", helm.Chart("cert-manager", "https://charts.jetstack.io",
-                                    versions.certManager or "v1.17.1"),
+                                    versions.certManager or pins.certManager),
          "cert-manager", {"crds": {"enabled": True, "keep": False}}),
         (KEY_ENVOY_GATEWAY, helm.Chart("gateway-helm", oci_envoy,
-                                       versions.envoyGateway or "v1.8.1"),
+                                       versions.envoyGateway or pins.envoyGateway),
          ENVOY_NAMESPACE, _envoy_gateway_values()),
         ("ai-gateway-crds", helm.Chart("ai-gateway-crds-helm", oci_envoy, AI_GATEWAY_VERSION),
          "envoy-ai-gateway-system", None),
@@ -161,18 +163,18 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
          "envoy-ai-gateway-system", None),
         ("prometheus", helm.Chart("kube-prometheus-stack",
                                   "https://prometheus-community.github.io/helm-charts",
-                                  versions.prometheus or "72.6.2"),
+                                  versions.prometheus or pins.prometheus),
          "monitoring", _prometheus_values()),
         ("leader-worker-set", helm.Chart("lws", "oci://registry.k8s.io/lws/charts",
-                                         versions.leaderWorkerSet or "v0.8.0"),
+                                         versions.leaderWorkerSet or pins.leaderWorkerSet),
          "lws-system", None),
         ("node-feature-discovery", helm.Chart("node-feature-discovery",
                                               "oci://registry.k8s.io/nfd/charts",
-                                              versions.nodeFeatureDiscovery or "0.18.3"),
+                                              nfd_version),
          "node-feature-discovery", None),
         ("dra-driver", helm.Chart("dra-driver-nvidia-gpu",
                                   "oci://registry.k8s.io/dra-driver-nvidia/charts",
-                                  versions.nvidiaDraDriver or "0.4.0"),
+                                  versions.nvidiaDraDriver or pins.nvidiaDraDriver),
          DRA_NAMESPACE, dra_values),
     ]  # fmt: skip
 

@@ -38,6 +38,14 @@ def _is_consumer(body: JSON) -> bool:
     return (group, body.get("kind")) in CONSUMER_KINDS and ref.get("kind") == "ProviderConfig"
 
 
+def _selects(existing: JSON, consumer_key: str) -> bool:
+    """Whether a desired Usage is the one this step composes for ``consumer_key``."""
+    by = (existing.get("spec") or {}).get("by") or {}
+    return ((by.get("resourceSelector") or {}).get("matchLabels") or {}) == {
+        CONSUMER_LABEL: consumer_key
+    }
+
+
 def protect(xr_name: str, xr_namespace: str | None, desired: Mapping[str, JSON]) -> Protection:
     """Labels for each consumer and its Usage of the ProviderConfig it names."""
     out = Protection()
@@ -56,12 +64,17 @@ def protect(xr_name: str, xr_namespace: str | None, desired: Mapping[str, JSON])
                 "its ProviderConfig"
             )
         new_key = usage_key(key)
-        if new_key in desired:
-            out.warnings.append(f"desired resource {new_key} already exists; not replacing it")
-            continue
         consumer = copy.deepcopy(body)
         labels = consumer.setdefault("metadata", {}).setdefault("labels", {})
         labels[CONSUMER_LABEL] = key
+        if new_key in desired:
+            if not _selects(desired[new_key], key):
+                out.warnings.append(f"desired resource {new_key} already exists; not replacing it")
+                continue
+            # Our own Usage, carried over by an earlier step that holds what it observed: the
+            # consumer must keep the label it selects, or the ProviderConfig is unprotected.
+            out.consumers[key] = consumer
+            continue
         out.consumers[key] = consumer
         api_version = body["apiVersion"]
         out.usages[new_key] = usage.Usage(
