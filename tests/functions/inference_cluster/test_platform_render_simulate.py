@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from modelplane import repo
+from modelplane import generate, repo
 from modelplane.main import cli
 from modelplane.validation import validate_object
 
 EXAMPLES = repo.root() / "examples" / "platform"
 ANNOTATION = "crossplane.io/composition-resource-name"
+(GATEWAY_BUNDLE,) = (b for b in generate.BUNDLES if "gateway-api-standard" in b.target)
 SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "ownerReferences")
 
 
@@ -50,7 +52,11 @@ def test_render_gateway_first_pass_and_once_traefik_is_ready(tmp_path):
     docs = render(EXAMPLES / "inferencegateway.yaml")
     first = by_key(docs)
     assert {"provider-config-helm", "namespace-metallb"} <= set(first)
-    assert sum(k.startswith("gateway-api-crd-") for k in first) == 4
+    # Every CRD of the committed Gateway API bundle (D1: the whole standard channel).
+    bundle = json.loads((repo.root() / GATEWAY_BUNDLE.target).read_text())
+    assert {k for k in first if k.startswith("gateway-api-crd-")} == {
+        f"gateway-api-crd-{crd['spec']['names']['plural']}" for crd in bundle
+    }
     assert conditions(docs[0])["ControllerReady"]["reason"] == "Installing"
 
     established = {"conditions": [{"type": "Established", "status": "True", "reason": "Ok"}]}
