@@ -174,7 +174,7 @@ def _hold(
         outcome.compose(key, held(body), ready=is_ready(body))
         if key.startswith(_REPLICA_PREFIX):
             total += 1
-            cluster_name = (body.get("spec") or {}).get("clusterName")
+            cluster_name = tolerant.text(body, "spec", "clusterName")
             serves, why = _serves(body, by_name.get(str(cluster_name)))
             ready += serves
             if why:
@@ -324,8 +324,7 @@ def _routable(endpoint: Mapping[str, Any] | None) -> bool:
     """An endpoint ModelServices route to: Ready, with ``status.routing.backendName``."""
     if endpoint is None or not is_ready(endpoint):
         return False
-    routing = (endpoint.get("status") or {}).get("routing")
-    return isinstance(routing, dict) and bool(routing.get("backendName"))
+    return bool(tolerant.text(endpoint, "status", "routing", "backendName"))
 
 
 def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
@@ -337,9 +336,9 @@ def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
         if not key.startswith(_REPLICA_PREFIX):
             continue
         endpoint = request.observed.get(_ENDPOINT_PREFIX + key[len(_REPLICA_PREFIX) :])
-        cluster = by_name.get(str((body.get("spec") or {}).get("clusterName")))
+        cluster = by_name.get(str(tolerant.text(body, "spec", "clusterName")))
         if _serves(body, cluster)[0] and _routable(endpoint):
-            found.add(str((body.get("metadata") or {}).get("name")))
+            found.add(tolerant.name_of(body))
     return frozenset(found)
 
 

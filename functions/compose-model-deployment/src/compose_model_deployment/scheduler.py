@@ -785,8 +785,7 @@ def _replaces(placements: Iterable[Placement]) -> dict[str, str]:
     for p in placements:
         if p.draining or p.observed is None:
             continue
-        annotations = (p.observed.body.get("metadata") or {}).get("annotations")
-        old = annotations.get(REPLACES_ANNOTATION) if isinstance(annotations, dict) else None
+        old = tolerant.text(p.observed.body, "metadata", "annotations", REPLACES_ANNOTATION)
         if isinstance(old, str) and old:
             found[p.name] = old
     return found
