@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
+from modelplane.main import cli
 from modelplane.project import installed_name
 from modelplane.validation import validate_object
 from modelplane.xrd import catalog
@@ -232,11 +234,12 @@ def test_install_configuration_is_the_project_and_compositions_use_its_function_
 
 
 def test_autoscaler_recipes_target_a_scalable_modelplane_kind() -> None:
-    """KEDA ScaledObjects in the docs (whose own schema is KEDA's, not available offline) scale
-    a Modelplane kind whose scale subresource has a selector, within its replicas bounds."""
+    """KEDA ScaledObjects in the docs validate against the ScaledObject schema and scale a
+    Modelplane kind whose scale subresource has a selector, within its replicas bounds."""
     scaled = [(w, o) for w, o in OBJECTS if o.get("kind") == "ScaledObject"]
     assert scaled, "docs/manifests/keda-autoscaling.yaml is the autoscaling recipe"
     for where, obj in scaled:
+        assert validate_object(obj, source=where) == [], where
         target = obj["spec"]["scaleTargetRef"]
         definition = catalog().definition_for(target["apiVersion"], target["kind"])
         assert definition is not None, where
@@ -249,3 +252,19 @@ def test_autoscaler_recipes_target_a_scalable_modelplane_kind() -> None:
         low, high = obj["spec"]["minReplicaCount"], obj["spec"]["maxReplicaCount"]
         assert replicas["minimum"] <= low <= high <= replicas["maximum"], where
         assert all(t["type"] == "prometheus" for t in obj["spec"]["triggers"]), where
+
+
+def test_validate_refuses_a_broken_autoscaler_recipe(tmp_path: Path) -> None:
+    """A ScaledObject whose trigger lacks metadata and whose threshold is a number is refused by
+    `modelplane validate`, naming the fields (as KEDA's CRD schema refuses it)."""
+    recipe = yaml.safe_load((ROOT / "docs/manifests/keda-autoscaling.yaml").read_text())
+    recipe["spec"]["triggers"].append({"type": "prometheus"})
+    recipe["spec"]["triggers"][0]["metadata"]["threshold"] = 8
+    path = tmp_path / "scaledobject.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "spec.triggers[1].metadata: Required value" in result.output
+    assert "spec.triggers[0].metadata[threshold]: Invalid value: 8: must be of type string" in (
+        result.output
+    )
