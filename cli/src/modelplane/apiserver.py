@@ -23,6 +23,11 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 
 from modelplane.kube import JSON, condition_status, group_of, lookup, meta
+from modelplane.providers import (
+    HELM_PROVIDER_GROUPS,
+    KUBERNETES_PROVIDER_GROUPS,
+    PROVIDER_CONFIG_KINDS,
+)
 
 CONTROL_PLANE = "control plane"
 ANY_VERSION = "*"
@@ -134,14 +139,9 @@ CHART_CRDS: Mapping[str, frozenset[tuple[str, str]]] = {
 ServedKind = tuple[str, str, str]
 Discovery = Mapping[str, frozenset[ServedKind]]
 
-_PROVIDER_GROUPS = {
-    "Object": {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"},
-    "Release": {"helm.crossplane.io", "helm.m.crossplane.io"},
-}
+_PROVIDER_GROUPS = {"Object": KUBERNETES_PROVIDER_GROUPS, "Release": HELM_PROVIDER_GROUPS}
 # Kinds whose changes can change what some cluster serves (Objects only when wrapping a CRD).
-_DISCOVERY_KINDS = frozenset(
-    {"CustomResourceDefinition", "Release", "ProviderConfig", "ClusterProviderConfig"}
-)
+_DISCOVERY_KINDS = frozenset({"CustomResourceDefinition", "Release", *PROVIDER_CONFIG_KINDS})
 
 
 def changes_discovery(obj: JSON) -> bool:
@@ -192,7 +192,7 @@ class ClusterResolver:
     def __init__(self, objects: Iterable[JSON]) -> None:
         self._configs: dict[tuple[str, str, str, str], JSON] = {}
         for obj in objects:
-            if obj.get("kind") in ("ProviderConfig", "ClusterProviderConfig"):
+            if obj.get("kind") in PROVIDER_CONFIG_KINDS:
                 group = group_of(str(obj.get("apiVersion", "")))
                 namespace = (
                     "" if obj["kind"] == "ClusterProviderConfig" else meta(obj).get("namespace", "")
@@ -222,10 +222,13 @@ class ClusterResolver:
         return None
 
 
-def discover(objects: Iterable[JSON]) -> dict[str, frozenset[ServedKind]]:
-    """What every cluster serves beyond the built-in and operator-installed kinds."""
+def discover(
+    objects: Iterable[JSON], *, resolver: ClusterResolver | None = None
+) -> dict[str, frozenset[ServedKind]]:
+    """What every cluster serves beyond the built-in and operator-installed kinds (``resolver``:
+    one the caller already built over the same objects)."""
     everything = list(objects)
-    resolver = ClusterResolver(everything)
+    resolver = resolver or ClusterResolver(everything)
     served: dict[str, set[ServedKind]] = {CONTROL_PLANE: set()}
     for obj in everything:
         if _is_crd(obj):

@@ -544,10 +544,6 @@ def _string_to_cel(value: str, fmt: str | None) -> Any:
     return value
 
 
-def is_true(result: Any) -> bool:
-    return result is True
-
-
 def describe_error(err: BaseException) -> str:
     """A one-line message for an evaluation error."""
     return str(err).splitlines()[0] if str(err) else type(err).__name__

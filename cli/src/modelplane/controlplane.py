@@ -329,9 +329,10 @@ class ControlPlane:
         Release or a provider config changed; with a fingerprint of it."""
         if self._discovery is None:
             objects = list(self._objects.values())
-            served = apiserver.discover(objects)
+            resolver = apiserver.ClusterResolver(objects)
+            served = apiserver.discover(objects, resolver=resolver)
             fingerprint = hash(tuple(sorted(served.items())))
-            self._discovery = (served, apiserver.ClusterResolver(objects), fingerprint)
+            self._discovery = (served, resolver, fingerprint)
         return self._discovery
 
     def serves(self, api_version: str, kind: str, cluster: str = apiserver.CONTROL_PLANE) -> bool:

@@ -323,7 +323,7 @@ def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | 
         result = compiled.evaluate({"self": bound})
     except cel.CelEvalError as err:
         return f"Invalid value: {celrules.describe_error(err)} evaluating rule: {rule['rule']}"
-    if celrules.is_true(result):
+    if result is True:
         return None
     prefix = CEL_REASONS.get(rule.get("reason", "FieldValueInvalid"), "")
     message = rule.get("message") or f"failed rule: {rule['rule']}"

@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping
 from modelplane_common import cel
 from modelplane_common.managed import EXTERNAL_NAME, external_name
 
-from modelplane.kube import JSON, deep_merge, group_of, is_modelplane_group, lookup
+from modelplane.kube import (
+    JSON,
+    condition_status,
+    deep_merge,
+    group_of,
+    is_modelplane_group,
+    lookup,
+)
 
 # Objects of a given kind in the control plane (for lookups such as a MetalLB address pool).
 World = Callable[[str], list[JSON]]
@@ -532,10 +539,7 @@ def _traefik_missing(site: _Site) -> list[str]:
         lookup(crd, ".spec.names.kind")
         for crd in site.world("CustomResourceDefinition")
         if lookup(crd, ".spec.group") == "gateway.networking.k8s.io"
-        and any(
-            c.get("type") == "Established" and c.get("status") == "True"
-            for c in lookup(crd, ".status.conditions") or []
-        )
+        and condition_status(crd, "Established") == "True"
     }
     return [kind for kind in TRAEFIK_WATCHES if kind not in established]
 

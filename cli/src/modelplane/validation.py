@@ -1029,11 +1029,14 @@ def check_composition(
         name = (step.get("functionRef") or {}).get("name")
         if not name:
             issues.append((f"{where}.functionRef.name", "Required value"))
-        elif functions is not None and not (functions / function_directory(str(name))).is_dir():
+        elif (
+            functions is not None
+            and not (functions / (directory := function_directory(str(name)))).is_dir()
+        ):
             issues.append(
                 (
                     f"{where}.functionRef.name",
-                    f"unknown function {name!r}: no functions/{function_directory(str(name))} "
+                    f"unknown function {name!r}: no functions/{directory} "
                     "directory in the repository",
                 )
             )

@@ -97,7 +97,7 @@ def _quantity_of(text: str) -> Quantity:
 
 def quantity_value(quantity: Quantity) -> Any:
     """The CEL value of a parsed quantity (its canonical decimal, so equality is by value)."""
-    return _wrap("kubernetes.Quantity", str(quantity.value.normalize()))
+    return _wrap("kubernetes.Quantity", str(quantity))
 
 
 def _quantity(text: str) -> Any:
@@ -105,10 +105,6 @@ def _quantity(text: str) -> Any:
         return quantity_value(_quantity_of(text))
     except QuantityError as err:
         raise ValueError(str(err)) from err
-
-
-def _is_quantity(text: str) -> bool:
-    return Quantity.is_valid(text)
 
 
 def _q(message: Any) -> Quantity:
@@ -227,14 +223,6 @@ def _ip(text: str) -> Any:
     return _wrap("net.IP", str(_parse_ip(text)))
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        _parse_ip(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _ip_is_canonical(text: str) -> bool:
     return str(_parse_ip(text)) == text
 
@@ -275,14 +263,6 @@ def _parse_cidr(text: str) -> tuple[Any, Any]:
 def _cidr(text: str) -> Any:
     ip, network = _parse_cidr(text)
     return _wrap("net.CIDR", f"{ip}/{network.prefixlen}")
-
-
-def _is_cidr(text: str) -> bool:
-    try:
-        _parse_cidr(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _network(value: Any) -> Any:
@@ -410,7 +390,10 @@ def _library() -> list[Any]:
     decls = [
         # quantity
         _fn("quantity", _overload("string_to_quantity", q, [T.STRING], _quantity)),
-        _fn("isQuantity", _overload("is_quantity_string", T.BOOL, [T.STRING], _is_quantity)),
+        _fn(
+            "isQuantity",
+            _overload("is_quantity_string", T.BOOL, [T.STRING], lambda t: _try(_quantity_of, t)),
+        ),
         _fn("sign", _overload("quantity_sign", T.INT, [q], lambda a: _q(a).sign())),
         _fn(
             "isInteger",
@@ -510,7 +493,7 @@ def _library() -> list[Any]:
                 "cidr_ip", ip, [cidr], lambda c: _wrap("net.IP", c.value.partition("/")[0]), True
             ),
         ),
-        _fn("isIP", _overload("is_ip", T.BOOL, [T.STRING], _is_ip)),
+        _fn("isIP", _overload("is_ip", T.BOOL, [T.STRING], lambda t: _try(_parse_ip, t))),
         _fn("ip.isCanonical", _overload("ip_is_canonical", T.BOOL, [T.STRING], _ip_is_canonical)),
         _fn("family", _overload("ip_family", T.INT, [ip], lambda a: _ip_obj(a).version, True)),
         _fn(
@@ -541,7 +524,7 @@ def _library() -> list[Any]:
         ),
         # CIDR
         _fn("cidr", _overload("string_to_cidr", cidr, [T.STRING], _cidr)),
-        _fn("isCIDR", _overload("is_cidr", T.BOOL, [T.STRING], _is_cidr)),
+        _fn("isCIDR", _overload("is_cidr", T.BOOL, [T.STRING], lambda t: _try(_parse_cidr, t))),
         _fn(
             "containsIP",
             _overload("cidr_contains_ip_string", T.BOOL, [cidr, T.STRING], _contains_ip, True),

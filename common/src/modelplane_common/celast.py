@@ -75,7 +75,6 @@ class Expr:
     target: Expr | None = None  # select operand, method receiver
     args: tuple[Expr, ...] = ()  # call arguments, list elements, map keys and values (k, v, ...)
     test_only: bool = False  # select from has()
-    optional: bool = False  # a `.?` select
     variables: tuple[str, ...] = ()  # comprehension iteration variables
     parts: tuple[Expr, ...] = ()  # comprehension: range, init, condition, step, result
 
@@ -187,7 +186,6 @@ def _expr(data: bytes) -> Expr:
 class CheckedAst:
     expr: Expr
     types: dict[int, str]  # node id -> checked type name
-    macro_calls: dict[int, Expr]  # comprehension id -> the macro call as written
     positions: dict[int, int]  # node id -> code point offset in the source
 
 
@@ -206,7 +204,6 @@ def decode(serialized: bytes) -> CheckedAst:
     return CheckedAst(
         expr=_expr(_one(checked, 4, b"")),
         types=_int_map(checked.get(3, []), type_name),
-        macro_calls=_int_map(source_info.get(5, []), _expr),
         positions=_int_map(source_info.get(4, []), lambda v: v if isinstance(v, int) else 0),
     )
 

@@ -25,10 +25,8 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
     Observed state is read defensively: a malformed status reads as "no such condition", never
     an error that would abort the reconcile.
     """
-    status = obj.get("status") if isinstance(obj, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for cond in conditions if isinstance(conditions, list) else []:
-        if isinstance(cond, dict) and cond.get("type") == type_:
+    for cond in tolerant.maps(obj, "status", "conditions"):
+        if cond.get("type") == type_:
             return cond
     return None
 

@@ -73,14 +73,6 @@ class Quantity:
             value = _CONTEXT.multiply(number, _DECIMAL[match["decimal"] or ""])
         return cls(value)
 
-    @classmethod
-    def is_valid(cls, text: str) -> bool:
-        try:
-            cls.parse(text)
-        except QuantityError:
-            return False
-        return True
-
     def compare(self, other: Quantity) -> int:
         return (self.value > other.value) - (self.value < other.value)
 

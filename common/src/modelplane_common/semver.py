@@ -22,7 +22,7 @@ def bad_version_attributes(devices: Iterable[Any]) -> list[str]:
     ``version`` attribute (plain JSON devices) a DRA selector could never compare."""
     problems = []
     for i, device in enumerate(devices):
-        attributes = (device or {}).get("attributes") or {} if isinstance(device, dict) else {}
+        attributes = (device.get("attributes") or {}) if isinstance(device, dict) else {}
         for key, value in sorted(attributes.items()):
             version = value.get("version") if isinstance(value, dict) else None
             if version is not None and not is_semver(version):
