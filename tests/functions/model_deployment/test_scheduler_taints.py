@@ -173,6 +173,19 @@ def test_a_cluster_not_ready_past_its_grace_period_fails_over_make_before_break(
     assert f.where(result) == ["b/0"]
 
 
+def test_unknown_readiness_past_the_grace_period_never_fails_over():
+    """Ready=False with ReadinessKnown=False (statuses being rebuilt, e.g. after a restore) is
+    unknown, not a dead cluster: the replica stays where it is and nothing replaces it."""
+    deployment = f.spec(1)
+    dead = _dead("2026-01-01T00:00:00Z")
+    dead["status"]["conditions"].append(
+        {"type": "ReadinessKnown", "status": "False", "reason": "Unknown"}
+    )
+    fleet = [dead, f.cluster("b")]
+    result = f.run(deployment, fleet, [f.replica(deployment, "a", 0)], now="2026-01-01T01:00:00Z")
+    assert f.where(result) == ["a/0"] and result.draining == []
+
+
 def test_the_grace_period_is_the_clusters_own():
     deployment = f.spec(1)
     fleet = [_dead("2026-01-01T00:00:00Z", grace="30s"), f.cluster("b")]

@@ -290,8 +290,10 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
     spec = tolerant.mapping(obj, "spec") or {}
     ready = is_ready(obj)
     since = None
+    # Only a definite Ready=False starts the failover clock: Ready=False while the cluster says
+    # its composed resources' readiness is not known (ReadinessKnown=False) is unknown.
     found = condition(obj, "Ready")
-    if not ready and found is not None and found.get("status") == "False":
+    if readiness(obj) is False and found is not None:
         since = parse_time(found.get("lastTransitionTime"))
     return Cluster(
         taints=parse_taints(spec.get("taints")),
