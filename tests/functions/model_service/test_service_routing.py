@@ -102,3 +102,45 @@ def test_malformed_route_status_reads_as_not_yet(route):
     # True), and the user is always told why.
     assert ok is False
     assert isinstance(why, str) and why
+
+
+def _route(*backends: tuple[str, str]) -> dict:
+    refs = [
+        {
+            "name": name,
+            "port": 80,
+            "filters": [
+                {
+                    "type": "URLRewrite",
+                    "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": p}},
+                }
+            ],
+        }
+        for name, p in backends
+    ]
+    return {"spec": {"rules": [{"backendRefs": refs}]}}
+
+
+def _endpoint(name: str, backend: str | None) -> routing.Endpoint:
+    return routing.Endpoint(
+        name=name,
+        backend_name=backend or "",
+        url=None,
+        rewrite_path="/",
+        backend_unknown=backend is None,
+    )
+
+
+def test_an_unknown_endpoint_keeps_its_own_backend_not_a_known_ones_on_a_shared_path():
+    # a and b share the rewrite path "/"; b's status was stripped. b keeps svc-b; it must not
+    # take svc-a (which would drop svc-b from the route and double a's traffic).
+    groups = [routing.Group(weight=100, endpoints=(_endpoint("a", "svc-a"), _endpoint("b", None)))]
+    (group,) = routing.with_routed_backends(groups, _route(("svc-a", "/"), ("svc-b", "/")))
+    assert [e.backend_name for e in group.endpoints] == ["svc-a", "svc-b"]
+
+
+def test_unknown_endpoints_keep_every_routed_backend_once():
+    # Two unknown endpoints, one unclaimed backend on their path: the backend stays routed, once.
+    groups = [routing.Group(weight=100, endpoints=(_endpoint("a", None), _endpoint("b", None)))]
+    (group,) = routing.with_routed_backends(groups, _route(("svc-a", "/")))
+    assert [e.backend_name for e in group.endpoints] == ["svc-a", ""]

@@ -288,7 +288,6 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
                 continue
             pools.setdefault(pool.name, pool)
     spec = tolerant.mapping(obj, "spec") or {}
-    ready = is_ready(obj)
     since = None
     # Only a definite Ready=False starts the failover clock: Ready=False while the cluster says
     # its composed resources' readiness is not known (ReadinessKnown=False) is unknown.

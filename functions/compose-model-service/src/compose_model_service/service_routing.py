@@ -95,22 +95,36 @@ def _endpoint(obj: Mapping) -> Endpoint:
 
 
 def with_routed_backends(groups: Sequence[Group], route: Mapping | None) -> list[Group]:
-    """Endpoints whose backend is unknown keep the backend the observed route already sends
-    them to (found by their rewrite path): unknown never withdraws traffic (issue 14)."""
-    routed: dict[str, str] = {}
+    """Endpoints whose backend is unknown keep the backends the observed route already sends
+    their rewrite path to: unknown never withdraws traffic (issue 14). A backend a known
+    endpoint claims is never taken, and the unknown endpoints of one path take that path's
+    unclaimed backends one each, so every backend the route had stays in it exactly once."""
+    claimed = {e.backend_name for g in groups for e in g.endpoints if not e.backend_unknown}
+    candidates: dict[str, list[str]] = {}
     for rule in tolerant.maps(route, "spec", "rules"):
         for ref in tolerant.maps(rule, "backendRefs"):
             for found in tolerant.maps(ref, "filters"):
                 path = tolerant.text(found, "urlRewrite", "path", "replacePrefixMatch")
                 name = tolerant.text(ref, "name")
-                if path and name:
-                    routed.setdefault(path, name)
+                if path and name and name not in claimed:
+                    names = candidates.setdefault(path, [])
+                    if name not in names:
+                        names.append(name)
+    unknown: dict[str, list[str]] = {}
+    for group in groups:
+        for e in group.endpoints:
+            if e.backend_unknown:
+                unknown.setdefault(e.rewrite_path, []).append(e.name)
+    adopted: dict[str, str] = {}
+    for path, endpoint_names in unknown.items():
+        backends = sorted(candidates.get(path, []))
+        adopted.update(zip(sorted(endpoint_names), backends, strict=False))
     return [
         Group(
             weight=group.weight,
             endpoints=tuple(
-                dataclasses.replace(e, backend_name=routed[e.rewrite_path])
-                if e.backend_unknown and e.rewrite_path in routed
+                dataclasses.replace(e, backend_name=adopted[e.name])
+                if e.backend_unknown and e.name in adopted
                 else e
                 for e in group.endpoints
             ),
