@@ -13,7 +13,6 @@ memoised by the device's content. A device whose data cannot be read matches not
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 from modelplane_common import cel, celast
@@ -204,10 +203,3 @@ def evaluate(selector: CompiledSelector, device: CelDevice) -> bool | None:
         _results.clear()
     _results[key] = verdict
     return verdict
-
-
-def iter_expressions(node_selector: Any) -> Iterator[tuple[str, int, str]]:
-    """(request name, selector position, expression) of every CEL selector in a nodeSelector."""
-    for request in (node_selector or {}).get("devices") or []:
-        for position, selector in enumerate(request.get("selectors") or []):
-            yield request.get("name", ""), position, (selector or {}).get("cel", "")

@@ -24,7 +24,7 @@ from modelplane_common.function import (
     Selector,
     validation_summary,
 )
-from modelplane_common.observed import held, is_ready, readiness
+from modelplane_common.observed import condition, held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
 from compose_model_deployment import names, scheduler, wire
@@ -54,10 +54,7 @@ def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
 
 
 def _previous(composite: Mapping[str, Any], kind: str, field: str) -> str:
-    for condition in tolerant.maps(composite, "status", "conditions"):
-        if condition.get("type") == kind:
-            return str(condition.get(field, ""))
-    return ""
+    return str((condition(composite, kind) or {}).get(field, ""))
 
 
 def _previous_reason(composite: Mapping[str, Any]) -> str:
