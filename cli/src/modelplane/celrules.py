@@ -431,6 +431,9 @@ class Estimator:
             # cel-go: only string<->bytes conversions scan their input; the rest cost 1.
             copies = (name, shape.kind) in (("string", "bytes"), ("bytes", "string"))
             return cost + (_scan(length) if copies else 1), Shape(kind, None, length)
+        if name in ("validate", "format.named"):  # the format library returns optionals
+            checked = arg_results[-1][1].size if arg_results else 0
+            return cost + _scan(checked), Shape("optional")
         if name in _PARSERS:
             # The Kubernetes libraries parse their string argument: one scan.
             return cost + _scan(length), BOOL if name.startswith("is") else Shape("dyn")

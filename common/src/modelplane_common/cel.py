@@ -33,7 +33,7 @@ import semver as semverlib
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from modelplane_common import celast
+from modelplane_common import celast, celformat
 from modelplane_common.quantity import Quantity, QuantityError
 
 T = cel.Type
@@ -59,7 +59,10 @@ class CelEvalError(Exception):
 
 def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
-    for package, names in (("kubernetes", ("Quantity", "Semver", "URL")), ("net", ("IP", "CIDR"))):
+    for package, names in (
+        ("kubernetes", ("Quantity", "Semver", "URL", "NamedFormat")),
+        ("net", ("IP", "CIDR")),
+    ):
         proto = descriptor_pb2.FileDescriptorProto(
             name=f"modelplane_cel_{package}.proto", package=package, syntax="proto3"
         )
@@ -78,9 +81,16 @@ def _pool() -> descriptor_pool.DescriptorPool:
 POOL = _pool()
 _MESSAGES = {
     name: message_factory.GetMessageClass(POOL.FindMessageTypeByName(name))
-    for name in ("kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR")
+    for name in (
+        "kubernetes.Quantity",
+        "kubernetes.Semver",
+        "kubernetes.URL",
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.NamedFormat",
+    )
 }
-QUANTITY, SEMVER, URL, IP, CIDR = (T(name) for name in _MESSAGES)
+QUANTITY, SEMVER, URL, IP, CIDR, FORMAT = (T(name) for name in _MESSAGES)
 
 
 def _wrap(type_name: str, value: str) -> Any:
@@ -545,8 +555,37 @@ def _library() -> list[Any]:
                 "cidr_masked", cidr, [cidr], lambda c: _wrap("net.CIDR", str(_network(c))), True
             ),
         ),
+        # format: `validate` and `format.named` return optionals, which a Python function
+        # cannot; they are declared dyn and their results wrapped in optional.ofNonZeroValue
+        # in the checked tree (_optional_results).
+        *(
+            _fn(
+                f"format.{name}",
+                _overload(f"format_{name}", FORMAT, [], lambda n=name: _wrap(_FORMAT, n)),
+            )
+            for name in celformat.FORMATS
+        ),
+        _fn("format.named", _overload("format_named", T.DYN, [T.STRING], _named_format)),
+        _fn(
+            "validate",
+            _overload(
+                "format_validate",
+                T.DYN,
+                [FORMAT, T.STRING],
+                lambda f, text: celformat.FORMATS[f.value](text),
+                True,
+            ),
+        ),
     ]
     return decls
+
+
+_FORMAT = "kubernetes.NamedFormat"
+
+
+def _named_format(name: str) -> Any:
+    # An empty message is a zero value: optional.ofNonZeroValue makes it optional.none().
+    return _wrap(_FORMAT, name) if name in celformat.FORMATS else _MESSAGES[_FORMAT]()
 
 
 def _try(parse: Callable[[str], Any], text: str) -> bool:
@@ -592,10 +631,18 @@ class Program:
     source: str
     expression: Any
     ast: celast.CheckedAst
+    env: Any = dataclasses.field(repr=False, compare=False, default=None)
 
     @property
     def result_type(self) -> str:
         return self.ast.types.get(self.ast.expr.id, "dyn")
+
+    def edited(self, edits: dict[int, celast.CallEdit]) -> Program:
+        """This program with ``edits`` planted into its checked tree (same source and tree)."""
+        if not edits:
+            return self
+        serialized = celast.edit(self.expression.serialize(), edits)
+        return dataclasses.replace(self, expression=self.env.deserialize(serialized))
 
     def identifiers(self) -> set[str]:
         return {n.name for n in celast.walk(self.ast.expr) if n.kind == "ident"}
@@ -607,9 +654,12 @@ class Program:
         except (RuntimeError, TypeError, ValueError) as err:
             # RuntimeError: cel-cpp's status; TypeError/ValueError: data it cannot convert.
             raise CelEvalError(_strip_status(str(err))) from err
-        if value.type() == T.ERROR:
-            raise CelEvalError(_strip_status(str(value.value())))
-        return value.plain_value()
+        try:
+            if value.type() == T.ERROR:
+                raise CelEvalError(_strip_status(str(value.value())))
+            return value.plain_value()
+        except (TypeError, SystemError) as err:  # an optional has no plain Python form
+            raise CelEvalError("the result is an optional value, not a plain one") from err
 
 
 def _strip_status(text: str) -> str:
@@ -674,7 +724,21 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
         _post_check(source, ast)
     except CelCompileError as err:
         return err
-    return Program(source, expression, ast)
+    program = Program(source, expression, ast, environment(variables))
+    return program.edited(_optional_results(ast))
+
+
+# Library functions whose Kubernetes result is an optional (see the format declarations).
+_OPTIONAL_RESULTS = ("validate", "format.named")
+
+
+def _optional_results(ast: celast.CheckedAst) -> dict[int, celast.CallEdit]:
+    wrap = celast.CallEdit("optional.ofNonZeroValue", "optional_ofNonZeroValue", wrap=True)
+    return {
+        node.id: wrap
+        for node in celast.walk(ast.expr)
+        if node.kind == "call" and node.name in _OPTIONAL_RESULTS
+    }
 
 
 def compile_expression(

@@ -27,9 +27,9 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(data: bytes) -> _Fields:
-    """Every field of one message: number -> values (varints as int, the rest as bytes)."""
-    out: _Fields = {}
+def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
+    """Every field of one message in order: (number, wire type, int or bytes)."""
+    out = []
     pos = 0
     while pos < len(data):
         key, pos = _varint(data, pos)
@@ -46,6 +46,14 @@ def _fields(data: bytes) -> _Fields:
             value, pos = data[pos : pos + 4], pos + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
+        out.append((number, wire, value))
+    return out
+
+
+def _fields(data: bytes) -> _Fields:
+    """Every field of one message: number -> values (varints as int, the rest as bytes)."""
+    out: _Fields = {}
+    for number, _, value in _wire_fields(data):
         out.setdefault(number, []).append(value)
     return out
 
@@ -219,3 +227,143 @@ def walk(expr: Expr) -> list[Expr]:
         if node.target is not None:
             stack.append(node.target)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Edits. A few Kubernetes semantics cel-cpp cannot express through declarations (an optional
+# returned by a library function, list-type-aware equality) are planted into the checked tree
+# before it is planned: a call is wrapped in another call, or sent to another function.
+
+
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64s are ten-byte two's complement
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _encode(fields: list[tuple[int, int, Any]]) -> bytes:
+    out = bytearray()
+    for number, wire, value in fields:
+        out += _encode_varint(number << 3 | wire)
+        if wire == 0:
+            out += _encode_varint(value)
+        elif wire == 2:
+            out += _encode_varint(len(value)) + value
+        else:
+            out += value
+    return bytes(out)
+
+
+def _message(*fields: tuple[int, Any]) -> bytes:
+    """A message from (number, value) pairs: ints as varints, bytes and str as length-delimited."""
+    return _encode(
+        [
+            (n, 0, v) if isinstance(v, int) else (n, 2, v.encode() if isinstance(v, str) else v)
+            for n, v in fields
+        ]
+    )
+
+
+def const_int(node_id: int, value: int) -> bytes:
+    """An int literal node, to pass as an extra argument."""
+    return _message((2, node_id), (3, _message((3, value))))
+
+
+@dataclasses.dataclass(frozen=True)
+class CallEdit:
+    """Send call ``node`` to ``function`` (overload ``overload``) with ``extra`` arguments
+    appended, or, with ``wrap``, keep the call and pass its result to ``function``."""
+
+    function: str
+    overload: str
+    extra: tuple[bytes, ...] = ()
+    wrap: bool = False
+
+
+# Where sub-expressions live, by Expr field: Select.operand; Call.target and args;
+# CreateList.elements; Comprehension range, init, condition, step, result. (CreateStruct, 8,
+# nests one more level: its entries' key and value.)
+_EXPR_FIELDS = {5: (1,), 6: (1, 3), 7: (1,), 8: (2,), 9: (2, 4, 5, 6, 7)}
+
+
+def _map_fields(data: bytes, numbers: tuple[int, ...], change: Any) -> bytes:
+    """``data`` with each length-delimited field in ``numbers`` passed through ``change``."""
+    return _encode(
+        [(n, w, change(v) if n in numbers and w == 2 else v) for n, w, v in _wire_fields(data)]
+    )
+
+
+def _edit_children(data: bytes, visit: Any) -> bytes:
+    """``data`` (an Expr) with every Expr below it passed through ``visit``."""
+
+    def kind(number: int) -> Any:
+        if number == 8:
+            return lambda value: _map_fields(
+                value, (2,), lambda entry: _map_fields(entry, (3, 4), visit)
+            )
+        return lambda value: _map_fields(value, _EXPR_FIELDS[number], visit)
+
+    return _encode(
+        [
+            (n, w, kind(n)(v) if n in _EXPR_FIELDS and w == 2 else v)
+            for n, w, v in _wire_fields(data)
+        ]
+    )
+
+
+def edit(serialized: bytes, edits: dict[int, CallEdit]) -> bytes:
+    """``Expression.serialize()`` output with ``edits`` (by call node id) applied."""
+    outer = _wire_fields(serialized)
+    checked = _wire_fields(next(v for n, _, v in outer if n == 2))
+    expr = next(v for n, _, v in checked if n == 4)
+    next_id = max([n.id for n in walk(_expr(expr))] + list(edits)) + 1
+    references: list[tuple[int, int, Any]] = []
+    moved: dict[int, int] = {}  # wrapped call id -> its new id
+
+    def visit(data: bytes) -> bytes:
+        nonlocal next_id
+        data = _edit_children(data, visit)
+        fields = _fields(data)
+        node_id = _signed(_one(fields, 2, 0))
+        change = edits.get(node_id)
+        if change is None:
+            return data
+        reference = _message((1, change.function), (3, change.overload))
+        references.append((2, 2, _message((1, node_id), (2, reference))))
+        if change.wrap:
+            moved[node_id] = next_id
+            inner = _encode([(n, w, next_id if n == 2 else v) for n, w, v in _wire_fields(data)])
+            next_id += 1
+            call = _message((2, change.function), (3, inner))
+        else:
+            old = _wire_fields(_one(fields, 6))
+            kept = [(n, w, v) for n, w, v in old if n != 2]
+            call = _encode([(2, 2, change.function.encode()), *kept])
+            call += b"".join(_message((3, extra)) for extra in change.extra)
+        return _message((2, node_id), (6, call))
+
+    new_expr = visit(expr)
+    rebuilt = []
+    for number, wire, value in checked:
+        if number == 4:
+            rebuilt.append((4, wire, new_expr))
+            continue
+        if number in (2, 3):  # reference_map and type_map entries: (node id, value)
+            entry = _fields(value)
+            node_id = _signed(_one(entry, 1, 0))
+            if node_id in moved:  # the wrapped call keeps its reference and type, new id
+                rebuilt.append((number, 2, _message((1, moved[node_id]), (2, _one(entry, 2)))))
+                if number == 2:
+                    continue  # the wrapper's reference is added below
+            elif number == 2 and node_id in edits:
+                continue
+        rebuilt.append((number, wire, value))
+    rebuilt += references
+    return _encode([(n, w, _encode(rebuilt) if n == 2 else v) for n, w, v in outer])
