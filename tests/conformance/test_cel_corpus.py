@@ -74,9 +74,12 @@ def cost_agrees(case: dict[str, Any]) -> bool:
 
 
 def runtime_agrees(case: dict[str, Any]) -> bool:
+    schema = case.get("schema")
     try:
         compiled = celrules.compile_rule(case["expr"])
-        got = compiled.evaluate({"self": celrules.to_cel(case.get("self"), None)})
+        if schema is not None:
+            compiled = celrules.for_schema(compiled, schema)
+        got = compiled.evaluate({"self": celrules.to_cel(case.get("self"), schema)})
     except celrules.RuleError:
         return False
     except cel.CelEvalError:

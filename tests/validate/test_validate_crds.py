@@ -206,6 +206,78 @@ def test_kubernetes_libraries_are_available_to_rules(tmp_path):
     ]
 
 
+def test_format_library_reports_apimachinery_messages(tmp_path):
+    schema = {
+        "type": "object",
+        "properties": {"host": {"type": "string", "maxLength": 253}},
+        "x-kubernetes-validations": [
+            {"rule": "!format.dns1123Label().validate(self.host).hasValue()",
+             "messageExpression": "format.dns1123Label().validate(self.host).value()[0]"},
+            {"rule": "format.named('dns1123Subdomain').value().validate(self.host) == "
+                     "optional.none()", "message": "host must be a DNS subdomain"},
+        ],
+    }  # fmt: skip
+    assert run(tmp_path, crd(schema), widget({"host": "api"}))[0] == 0
+    code, report = run(tmp_path, crd(schema), widget({"host": "api.example.com"}))
+    assert code == 1
+    assert messages(report) == {
+        "spec": "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+        "or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+        "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    }
+    # A rule must evaluate to bool; the library's optional does not.
+    schema["x-kubernetes-validations"] = [{"rule": "format.uuid().validate(self.host)"}]
+    code, report = run(tmp_path, crd(schema))
+    assert code == 1
+    assert "must evaluate to bool" in json.dumps(report)
+
+
+def test_set_and_map_lists_compare_and_concatenate_as_the_api_server_does(tmp_path):
+    tags = {
+        "type": "array",
+        "x-kubernetes-list-type": "set",
+        "maxItems": 8,
+        "items": {"type": "string", "maxLength": 16},
+    }
+    ports = {
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "maxItems": 8,
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "maxLength": 16},
+                "port": {"type": "integer"},
+            },
+        },
+    }
+    schema = {
+        "type": "object",
+        "properties": {"tags": tags, "defaults": ports, "overrides": ports},
+        "x-kubernetes-validations": [
+            {"rule": "self.tags == ['gpu', 'fast']", "message": "tags must be gpu and fast"},
+            {"rule": "(self.defaults + self.overrides).all(p, p.port < 9000)",
+             "message": "merged ports must stay below 9000"},
+        ],
+    }  # fmt: skip
+    spec = {
+        "tags": ["fast", "gpu"],  # a set: order does not matter
+        "defaults": [{"name": "http", "port": 9080}, {"name": "grpc", "port": 8081}],
+        "overrides": [{"name": "http", "port": 8080}],  # replaces http's 9080
+    }
+    assert run(tmp_path, crd(schema), widget(spec))[0] == 0
+    spec["tags"] = ["fast", "cpu"]
+    spec["overrides"] = [{"name": "metrics", "port": 9090}]
+    code, report = run(tmp_path, crd(schema), widget(spec))
+    assert code == 1
+    assert [p["message"] for p in report["problems"]] == [
+        "tags must be gpu and fast",
+        "merged ports must stay below 9000",
+    ]
+
+
 def test_a_crd_needs_exactly_one_storage_version(tmp_path):
     body = crd(REPLICAS, storage=False)
     code, report = run(tmp_path, body)

@@ -9,6 +9,7 @@ design/validation.md and design/cel.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -47,6 +48,7 @@ class Node:
     args: tuple[Node, ...] = ()
     name: str = ""  # identifier, field, function name or literal text
     target: Node | None = None  # the receiver of a method call
+    id: int = 0  # the checked tree's node id, for the operators list types redefine
 
 
 _OPERATORS = {
@@ -91,7 +93,7 @@ class _Converter:
         if expr.name == "_?._":  # self.?field
             return Node("select", (args[0],), str(expr.args[1].value))
         if expr.name in _OPERATORS:
-            return Node(_OPERATORS[expr.name], args)
+            return Node(_OPERATORS[expr.name], args, id=expr.id)
         target = self.node(expr.target) if expr.target is not None else None
         return Node("call", args, expr.name, target)
 
@@ -299,6 +301,21 @@ class Estimator:
     def __init__(self, self_shape: Shape) -> None:
         types = {name: Shape("type") for name in _TYPE_NAMES}
         self.scopes: list[dict[str, Shape]] = [{**types, "self": self_shape, "oldSelf": self_shape}]
+        # Operators whose left operand's schema gives them list-type semantics (node id ->
+        # edit of the checked tree).
+        self.list_type_edits: dict[int, celast.CallEdit] = {}
+
+    def _note_list_type(self, node: Node, left: Shape) -> None:
+        schema = left.schema
+        if schema is None or node.op not in cel.LIST_TYPE_FUNCTIONS:
+            return
+        if node.op == "+" and schema.get("x-kubernetes-list-type") not in ("set", "map"):
+            return
+        if node.op != "+" and not _has_list_type(schema):
+            return
+        function, overload = cel.LIST_TYPE_FUNCTIONS[node.op]
+        index = cel.schema_index(schema)
+        self.list_type_edits[node.id] = celast.CallEdit(function, overload, extra=(index,))
 
     def lookup(self, name: str) -> Shape:
         for scope in reversed(self.scopes):
@@ -355,6 +372,7 @@ class Estimator:
     def _binary(self, node: Node) -> tuple[int, Shape]:
         (ca, sa), (cb, sb) = (self.estimate(a) for a in node.args)
         cost, op = ca + cb, node.op
+        self._note_list_type(node, sa)
         if op == "in":
             return cost + (1 + sb.size if sb.kind == "list" else 1), BOOL
         if op in ("==", "!=", "<", "<=", ">", ">="):
@@ -381,9 +399,13 @@ class Estimator:
         if op == "+" and sa.kind in ("string", "bytes"):
             return cost + _scan(sa.size + sb.size), Shape(sa.kind, None, sa.size + sb.size)
         if op == "+" and sa.kind == "list":
-            # cel-go concatenates lists lazily: constant cost.
+            # cel-go concatenates lists lazily: constant cost. A set or map list's union or
+            # merge is still one (Kubernetes keeps the left operand's type).
             size = sa.size + sb.size
-            return cost + 1, Shape("list", None, size, _join_shapes([sa, sb]))
+            element = _join_shapes([e for e in (sa.element, sb.element) if e is not None])
+            kept = sa.schema if sa.schema and sa.schema.get("x-kubernetes-list-type") in (
+                "set", "map") else None  # fmt: skip
+            return cost + 1, Shape("list", kept, size, element)
         return cost + 1, sa if sa.kind in ("int", "double", "duration", "timestamp") else DYN
 
     def _call(self, node: Node) -> tuple[int, Shape]:
@@ -477,6 +499,39 @@ class Estimator:
         finally:
             self.scopes.pop()
         return range_cost + init_cost + count * per_item + result_cost, result_shape
+
+
+def _has_list_type(schema: JSON) -> bool:
+    """Whether a value of ``schema`` holds a set or map list anywhere (its equality differs)."""
+    key = id(schema)
+    if key not in _LIST_TYPED:
+        _LIST_TYPED[key] = (schema, False)  # a recursive schema reference ends here
+        subs = [schema.get("items"), schema.get("additionalProperties")]
+        subs += list((schema.get("properties") or {}).values())
+        found = schema.get("x-kubernetes-list-type") in ("set", "map") or any(
+            isinstance(sub, dict) and _has_list_type(sub) for sub in subs
+        )
+        _LIST_TYPED[key] = (schema, found)
+    return _LIST_TYPED[key][1]
+
+
+_LIST_TYPED: dict[int, tuple[JSON, bool]] = {}  # id -> (schema, kept alive so ids stay unique)
+
+
+def for_schema(compiled: Compiled, schema: JSON) -> Compiled:
+    """``compiled`` as it runs against values of ``schema``: set and map lists get their
+    Kubernetes equality and concatenation (see cel.typed_equal)."""
+    key = (compiled.source, id(schema))
+    if key not in _FOR_SCHEMA:
+        estimator = Estimator(shape_of(schema))
+        with contextlib.suppress(RuleError):  # reported where the definition is checked
+            estimator.estimate(compiled.tree)
+        program = compiled.program.edited(estimator.list_type_edits)
+        _FOR_SCHEMA[key] = (schema, dataclasses.replace(compiled, program=program))
+    return _FOR_SCHEMA[key][1]
+
+
+_FOR_SCHEMA: dict[tuple[str, int], tuple[JSON, Compiled]] = {}
 
 
 def _join_shapes(shapes: list[Shape]) -> Shape | None:

@@ -307,7 +307,7 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             compiled = celrules.compile_rule(f"cel.bind(oldSelf, optional.none(), (\n{source}\n))")
         if bound is None:
             bound = celrules.to_cel(value, schema)
-        issue = evaluate_rule(rule, compiled, bound)
+        issue = evaluate_rule(rule, celrules.for_schema(compiled, schema), bound, schema)
         if issue is not None:
             target = path
             if field_path := rule.get("fieldPath"):
@@ -317,7 +317,9 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.rule_issues.append((target.lstrip("."), issue))
 
 
-def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | None:
+def evaluate_rule(
+    rule: JSON, compiled: celrules.Compiled, bound: Any, schema: JSON | None = None
+) -> str | None:
     """The API server's message for a failing rule, or None when it holds."""
     try:
         result = compiled.evaluate({"self": bound})
@@ -329,7 +331,10 @@ def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any) -> str | 
     message = rule.get("message") or f"failed rule: {rule['rule']}"
     if expression := rule.get("messageExpression"):
         try:
-            custom = celrules.compile_rule(expression).evaluate({"self": bound})
+            custom_rule = celrules.compile_rule(expression)
+            if schema is not None:
+                custom_rule = celrules.for_schema(custom_rule, schema)
+            custom = custom_rule.evaluate({"self": bound})
             if isinstance(custom, str) and custom.strip() and "\n" not in custom:
                 message = str(custom)
         except (celrules.RuleError, cel.CelEvalError):

@@ -329,6 +329,125 @@ def _find(text: str, pattern: str) -> str:
     return match.group(0) if match else ""
 
 
+# --- list types -------------------------------------------------------------------------------
+# Kubernetes gives a list with x-kubernetes-list-type set or map its own `==` and `+`: order is
+# ignored by equality, `+` is a union or a merge by key. The left operand's schema decides, as
+# in the API server. The checked tree sends such operators to the functions below
+# (celrules finds them from the schema); the schema travels as an index into SCHEMAS.
+
+SCHEMAS: list[Mapping[str, Any]] = []
+_SCHEMA_INDEX: dict[int, int] = {}
+
+
+def schema_index(schema: Mapping[str, Any]) -> int:
+    """A stable index for ``schema`` (kept alive in SCHEMAS, so its id is never reused)."""
+    if id(schema) not in _SCHEMA_INDEX:
+        _SCHEMA_INDEX[id(schema)] = len(SCHEMAS)
+        SCHEMAS.append(schema)
+    return _SCHEMA_INDEX[id(schema)]
+
+
+def _property(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    for name, sub in (schema.get("properties") or {}).items():
+        if escape_property(name) == key:
+            return sub
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else {}
+
+
+def _map_key(item: Any, keys: list[str]) -> tuple[Any, ...]:
+    item = item if isinstance(item, dict) else {}
+    return tuple(repr(item.get(escape_property(k) or k)) for k in keys)
+
+
+def typed_equal(left: Any, right: Any, schema: Mapping[str, Any]) -> bool:
+    """CEL equality with ``left`` typed by ``schema``: set and map lists ignore order."""
+    if isinstance(left, list):
+        if not isinstance(right, list) or len(left) != len(right):
+            return False
+        items = schema.get("items") or {}
+        kind = schema.get("x-kubernetes-list-type")
+        if kind == "set":
+            return all(any(typed_equal(a, b, items) for a in left) for b in right)
+        if kind == "map":
+            keys = schema.get("x-kubernetes-list-map-keys") or []
+            by_key = {_map_key(a, keys): a for a in left}
+            return all(
+                _map_key(b, keys) in by_key and typed_equal(by_key[_map_key(b, keys)], b, items)
+                for b in right
+            )
+        return all(typed_equal(a, b, items) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict):
+        if not isinstance(right, dict) or left.keys() != right.keys():
+            return False
+        return all(typed_equal(left[k], right[k], _property(schema, k)) for k in left)
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    return type(left) is type(right) and left == right
+
+
+def typed_add(left: list[Any], right: list[Any], schema: Mapping[str, Any]) -> list[Any]:
+    """``left + right`` for a set (union) or map (merge by key) list ``left``."""
+    out = list(left)
+    items = schema.get("items") or {}
+    if schema.get("x-kubernetes-list-type") == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        position = {_map_key(item, keys): i for i, item in enumerate(out)}
+        for item in right:
+            key = _map_key(item, keys)
+            if key in position:
+                out[position[key]] = item
+            else:
+                position[key] = len(out)
+                out.append(item)
+        return out
+    for item in right:
+        if not any(typed_equal(have, item, items) for have in out):
+            out.append(item)
+    return out
+
+
+def _list_type_decls() -> list[Any]:
+    lists, maps = T.List(T.DYN), T.Map(T.DYN, T.DYN)
+
+    def equal(a: Any, b: Any, index: int) -> bool:
+        return typed_equal(a, b, SCHEMAS[index])
+
+    def add(a: list[Any], b: list[Any], index: int) -> list[Any]:
+        return typed_add(a, b, SCHEMAS[index])
+
+    return [
+        _fn(
+            LIST_TYPE_FUNCTIONS["=="][0],
+            _overload("list_type_equals_list", T.BOOL, [lists, lists, T.INT], equal),
+            _overload("list_type_equals_map", T.BOOL, [maps, maps, T.INT], equal),
+        ),
+        _fn(
+            LIST_TYPE_FUNCTIONS["!="][0],
+            _overload(
+                "list_type_not_equals_list", T.BOOL, [lists, lists, T.INT], lambda *a: not equal(*a)
+            ),
+            _overload(
+                "list_type_not_equals_map", T.BOOL, [maps, maps, T.INT], lambda *a: not equal(*a)
+            ),
+        ),
+        _fn(
+            LIST_TYPE_FUNCTIONS["+"][0],
+            _overload("list_type_add", lists, [lists, lists, T.INT], add),
+        ),
+    ]
+
+
+# Operator -> (function, overload of its list form). '@' names cannot be written in a rule.
+LIST_TYPE_FUNCTIONS = {
+    "==": ("@listTypeEquals", "list_type_equals_list"),
+    "!=": ("@listTypeNotEquals", "list_type_not_equals_list"),
+    "+": ("@listTypeAdd", "list_type_add"),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # Declarations.
 
@@ -618,7 +737,7 @@ def environment(variables: tuple[tuple[str, str], ...]) -> Any:
         descriptor_pool=POOL,
         config=cel.NewEnvConfigFromYaml(_CONFIG),
         variables={name: types[kind] for name, kind in variables},
-        functions=[*_ordering_decls(), *_library()],
+        functions=[*_ordering_decls(), *_library(), *_list_type_decls()],
     )
 
 

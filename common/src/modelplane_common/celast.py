@@ -271,19 +271,14 @@ def _message(*fields: tuple[int, Any]) -> bytes:
     )
 
 
-def const_int(node_id: int, value: int) -> bytes:
-    """An int literal node, to pass as an extra argument."""
-    return _message((2, node_id), (3, _message((3, value))))
-
-
 @dataclasses.dataclass(frozen=True)
 class CallEdit:
-    """Send call ``node`` to ``function`` (overload ``overload``) with ``extra`` arguments
-    appended, or, with ``wrap``, keep the call and pass its result to ``function``."""
+    """Send a call to ``function`` (overload ``overload``) with ``extra`` int literals appended
+    to its arguments, or, with ``wrap``, keep the call and pass its result to ``function``."""
 
     function: str
     overload: str
-    extra: tuple[bytes, ...] = ()
+    extra: tuple[int, ...] = ()
     wrap: bool = False
 
 
@@ -346,7 +341,9 @@ def edit(serialized: bytes, edits: dict[int, CallEdit]) -> bytes:
             old = _wire_fields(_one(fields, 6))
             kept = [(n, w, v) for n, w, v in old if n != 2]
             call = _encode([(2, 2, change.function.encode()), *kept])
-            call += b"".join(_message((3, extra)) for extra in change.extra)
+            for value in change.extra:  # an int literal node per extra argument
+                call += _message((3, _message((2, next_id), (3, _message((3, value))))))
+                next_id += 1
         return _message((2, node_id), (6, call))
 
     new_expr = visit(expr)
