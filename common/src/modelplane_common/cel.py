@@ -9,9 +9,8 @@ environment mirrors what the Kubernetes 1.34 API server gives CRD rules (design/
 * heterogeneous numeric comparison (``1 < 2.5``): the runtime has it, the checker is told;
 * homogeneous aggregate literals (``[1, 'a']`` is a compile error, as in Kubernetes);
 * the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``), regex (``find``,
-  ``findAll``), URL, IP/CIDR, quantity and semver. Not the ``format`` library: its
-  ``validate()`` returns an optional, which a Python function cannot return here, so rules
-  using it fail to compile (loudly) rather than run differently. See design/cel.md.
+  ``findAll``), URL, IP/CIDR, quantity, semver and format (whose optional results are planted
+  into the checked tree, as are set and map lists' ``==`` and ``+``; design/cel.md).
 
 Kubernetes' opaque types (Quantity, Semver, URL, IP, CIDR) are small protobuf messages holding
 one canonical string, so equality is by value and ``type()`` names them as Kubernetes does.
