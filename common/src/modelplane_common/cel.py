@@ -178,21 +178,8 @@ def _compare(left: Any, right: Any) -> int:
 # --- URL --------------------------------------------------------------------------------------
 
 
-def _parse_url(text: str) -> urllib.parse.SplitResult:
-    """Go's url.ParseRequestURI, as Kubernetes' url() uses: absolute URL or absolute path."""
-    if any(c in text for c in " \t\n\r") or "#" in text:
-        raise ValueError(f"URL parse error: {text!r}")
-    parts = urllib.parse.urlsplit(text)
-    if not (parts.scheme and (parts.netloc or parts.path.startswith("/"))) and not (
-        not parts.scheme and text.startswith("/")
-    ):
-        raise ValueError(f"URL parse error: invalid URI for request {text!r}")
-    _ = parts.port  # raises ValueError on a bad port
-    return parts
-
-
 def _url(text: str) -> Any:
-    _parse_url(text)
+    celformat.parse_request_uri(text)
     return _wrap("kubernetes.URL", text)
 
 

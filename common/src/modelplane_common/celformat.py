@@ -123,9 +123,23 @@ def _prefix(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
     return lambda value: check(value[:-1] + "a" if value.endswith("-") else value)
 
 
+def parse_request_uri(text: str) -> urllib.parse.SplitResult:
+    """Go's url.ParseRequestURI, as Kubernetes' url() uses: absolute URL or absolute path."""
+    if any(c in text for c in " \t\n\r") or "#" in text:
+        raise ValueError(f"URL parse error: {text!r}")
+    parts = urllib.parse.urlsplit(text)
+    if not (parts.scheme and (parts.netloc or parts.path.startswith("/"))) and not (
+        not parts.scheme and text.startswith("/")
+    ):
+        raise ValueError(f"URL parse error: invalid URI for request {text!r}")
+    _ = parts.port  # raises ValueError on a bad port
+    return parts
+
+
 def _uri(value: str) -> list[str]:
-    parts = urllib.parse.urlsplit(value)
-    if any(c in value for c in " \t\n\r") or not (parts.scheme or value.startswith("/")):
+    try:
+        parse_request_uri(value)
+    except ValueError:
         return ["invalid URI"]
     return []
 
