@@ -9,6 +9,7 @@ design/validation.md and design/cel.md.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime
@@ -503,35 +504,35 @@ class Estimator:
 
 def _has_list_type(schema: JSON) -> bool:
     """Whether a value of ``schema`` holds a set or map list anywhere (its equality differs)."""
-    key = id(schema)
-    if key not in _LIST_TYPED:
-        _LIST_TYPED[key] = (schema, False)  # a recursive schema reference ends here
-        subs = [schema.get("items"), schema.get("additionalProperties")]
-        subs += list((schema.get("properties") or {}).values())
-        found = schema.get("x-kubernetes-list-type") in ("set", "map") or any(
-            isinstance(sub, dict) and _has_list_type(sub) for sub in subs
-        )
-        _LIST_TYPED[key] = (schema, found)
-    return _LIST_TYPED[key][1]
-
-
-_LIST_TYPED: dict[int, tuple[JSON, bool]] = {}  # id -> (schema, kept alive so ids stay unique)
+    if schema.get("x-kubernetes-list-type") in ("set", "map"):
+        return True
+    subs = [schema.get("items"), schema.get("additionalProperties")]
+    subs += list((schema.get("properties") or {}).values())
+    return any(isinstance(sub, dict) and _has_list_type(sub) for sub in subs)
 
 
 def for_schema(compiled: Compiled, schema: JSON) -> Compiled:
     """``compiled`` as it runs against values of ``schema``: set and map lists get their
     Kubernetes equality and concatenation (see cel.typed_equal)."""
     key = (compiled.source, id(schema))
-    if key not in _FOR_SCHEMA:
-        estimator = Estimator(shape_of(schema))
-        with contextlib.suppress(RuleError):  # reported where the definition is checked
-            estimator.estimate(compiled.tree)
-        program = compiled.program.edited(estimator.list_type_edits)
-        _FOR_SCHEMA[key] = (schema, dataclasses.replace(compiled, program=program))
-    return _FOR_SCHEMA[key][1]
+    found = _FOR_SCHEMA.get(key)
+    if found is not None and found[0] is schema:
+        _FOR_SCHEMA.move_to_end(key)
+        return found[1]
+    estimator = Estimator(shape_of(schema))
+    with contextlib.suppress(RuleError):  # reported where the definition is checked
+        estimator.estimate(compiled.tree)
+    program = compiled.program.edited(estimator.list_type_edits)
+    result = dataclasses.replace(compiled, program=program)
+    _FOR_SCHEMA[key] = (schema, result)  # the schema is held, so its id is not reused
+    if len(_FOR_SCHEMA) > 4096:  # definitions reloaded by a long simulate stay bounded
+        _FOR_SCHEMA.popitem(last=False)
+    return result
 
 
-_FOR_SCHEMA: dict[tuple[str, int], tuple[JSON, Compiled]] = {}
+_FOR_SCHEMA: collections.OrderedDict[tuple[str, int], tuple[JSON, Compiled]] = (
+    collections.OrderedDict()
+)
 
 
 def _join_shapes(shapes: list[Shape]) -> Shape | None:

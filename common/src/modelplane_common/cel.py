@@ -23,6 +23,7 @@ import decimal
 import functools
 import ipaddress
 import itertools
+import json
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -322,15 +323,17 @@ def _find(text: str, pattern: str) -> str:
 # (celrules finds them from the schema); the schema travels as an index into SCHEMAS.
 
 SCHEMAS: list[Mapping[str, Any]] = []
-_SCHEMA_INDEX: dict[int, int] = {}
+_SCHEMA_INDEX: dict[str, int] = {}
 
 
 def schema_index(schema: Mapping[str, Any]) -> int:
-    """A stable index for ``schema`` (kept alive in SCHEMAS, so its id is never reused)."""
-    if id(schema) not in _SCHEMA_INDEX:
-        _SCHEMA_INDEX[id(schema)] = len(SCHEMAS)
+    """The index of ``schema`` in SCHEMAS; one entry per distinct content, so reloading the
+    same definitions does not grow it."""
+    key = json.dumps(schema, sort_keys=True, default=str)
+    if key not in _SCHEMA_INDEX:
+        _SCHEMA_INDEX[key] = len(SCHEMAS)
         SCHEMAS.append(schema)
-    return _SCHEMA_INDEX[id(schema)]
+    return _SCHEMA_INDEX[key]
 
 
 def _property(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:
