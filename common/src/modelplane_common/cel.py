@@ -8,7 +8,9 @@ environment mirrors what the Kubernetes 1.34 API server gives CRD rules (design/
   sets, two-variable comprehensions and bindings extensions;
 * heterogeneous numeric comparison (``1 < 2.5``): the runtime has it, the checker is told;
 * homogeneous aggregate literals (``[1, 'a']`` is a compile error, as in Kubernetes);
-* the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``), regex (``find``,
+* the runtime half of ``transformMap``/``transformMapEntry`` (``cel.@mapInsert``);
+* the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``,
+  ``lastIndexOf`` beside the strings extension's), regex (``find``,
   ``findAll``), URL, IP/CIDR, quantity and semver. Not the ``format`` library: its
   ``validate()`` returns an optional, which a Python function cannot return here, so rules
   using it fail to compile (loudly) rather than run differently. See design/cel.md.
@@ -20,6 +22,7 @@ one canonical string, so equality is by value and ``type()`` names them as Kuber
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import decimal
 import functools
 import ipaddress
@@ -31,7 +34,14 @@ from typing import Any
 
 import semver as semverlib
 from cel_expr_python import cel
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    message_factory,
+    timestamp_pb2,
+    wrappers_pb2,
+)
 
 from modelplane_common import celast
 from modelplane_common.quantity import Quantity, QuantityError
@@ -370,17 +380,39 @@ def _list_last_index_of(items: list[Any], item: Any) -> int:
 # duplicate key.
 
 
-def _map_insert(accumulator: dict[Any, Any], key: Any, value: Any) -> dict[Any, Any]:
-    if key in accumulator:
-        raise ValueError(f"insert failed: key {key} already exists")
-    accumulator[key] = value
-    return accumulator
+_INT64_MAX = 2**63 - 1
+
+
+def _returnable(value: Any) -> Any:
+    """A plain value as a Python function may return it: cel-expr-python hands timestamps and
+    durations in as datetime/timedelta but takes them back only as the protobuf messages."""
+    if isinstance(value, datetime.datetime):
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(value)
+        return stamp
+    if isinstance(value, datetime.timedelta):
+        span = duration_pb2.Duration()
+        span.FromTimedelta(value)
+        return span
+    if isinstance(value, int) and value > _INT64_MAX:  # a uint only int64 cannot hold
+        return wrappers_pb2.UInt64Value(value=value)
+    if isinstance(value, dict):
+        return {k: _returnable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_returnable(v) for v in value]
+    return value
 
 
 def _map_merge(accumulator: dict[Any, Any], entries: dict[Any, Any]) -> dict[Any, Any]:
     for key, value in entries.items():
-        _map_insert(accumulator, key, value)
-    return accumulator
+        if key in accumulator:
+            raise ValueError(f"insert failed: key {key} already exists")
+        accumulator[key] = value
+    return _returnable(accumulator)
+
+
+def _map_insert(accumulator: dict[Any, Any], key: Any, value: Any) -> dict[Any, Any]:
+    return _map_merge(accumulator, {key: value})
 
 
 # ---------------------------------------------------------------------------------------------
