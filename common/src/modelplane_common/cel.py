@@ -352,25 +352,25 @@ def _string_last_index_of(text: str, sub: str, offset: int | None = None) -> int
     return offset if not sub else text.rfind(sub, 0, offset + len(sub))
 
 
-def cel_equal(left: Any, right: Any) -> bool:
+def _cel_equal(left: Any, right: Any) -> bool:
     """CEL's heterogeneous equality on plain values: numbers across types, never bool to int."""
     if isinstance(left, bool) or isinstance(right, bool):
         return type(left) is type(right) and left == right
     if isinstance(left, int | float) and isinstance(right, int | float):
         return left == right
     if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(cel_equal, left, right))
+        return len(left) == len(right) and all(map(_cel_equal, left, right))
     if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(cel_equal(left[k], right[k]) for k in left)
+        return left.keys() == right.keys() and all(_cel_equal(left[k], right[k]) for k in left)
     return type(left) is type(right) and left == right
 
 
 def _list_index_of(items: list[Any], item: Any) -> int:
-    return next((i for i, element in enumerate(items) if cel_equal(element, item)), -1)
+    return next((i for i, element in enumerate(items) if _cel_equal(element, item)), -1)
 
 
 def _list_last_index_of(items: list[Any], item: Any) -> int:
-    found = [i for i, element in enumerate(items) if cel_equal(element, item)]
+    found = [i for i, element in enumerate(items) if _cel_equal(element, item)]
     return found[-1] if found else -1
 
 
