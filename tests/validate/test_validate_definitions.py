@@ -292,6 +292,19 @@ NAMES = {"type": "array", "maxItems": 8, "items": NAME}
         ("quantity(self.name).compareTo(quantity('1G')) < 0", {"name": "1000Mi"}, False),
         ("self.count.sum() == 6 && self.count.max() == 3", {"count": [1, 2, 3]}, True),
         ("self.name.indexOf('b') == 1", {"name": "abc"}, True),
+        # The lists library's indexOf beside the strings extension's, one rule.
+        (
+            "self.names.indexOf(self.name) == self.name.indexOf('b')",
+            {"name": "ab", "names": ["x", "ab"]},
+            True,
+        ),
+        ("self.count.lastIndexOf(2) == 0", {"count": [2, 1, 2]}, False),
+        (
+            "self.names.transformMapEntry(i, n, {n: i})[self.name] == 1",
+            {"name": "b", "names": ["a", "b"]},
+            True,
+        ),
+        ("self.count.transformMap(i, c, c * 2).all(i, v, v > 2)", {"count": [1, 2]}, False),
         # Orderings compare int with double; equality does not compile (cel-go).
         ("self.count.max() > 2.5 && self.count[0] < 1.5", {"count": [1, 2, 3]}, True),
         ("type(self.name) == string && type(self.count) == list", {"name": "a", "count": []}, True),

@@ -18,6 +18,7 @@ import re
 from functools import cache
 from typing import Any
 
+from google.protobuf import duration_pb2, timestamp_pb2
 from modelplane_common import cel, celast
 from modelplane_common.cel import CEL_RESERVED, escape_property  # noqa: F401 - re-exported
 
@@ -247,7 +248,7 @@ def shape_of(schema: JSON | None) -> Shape:
         return Shape("list", schema, max_elements(schema), shape_of(schema.get("items")))
     if kind == "string":
         fmt = schema.get("format")
-        if fmt == "date-time":
+        if fmt in ("date-time", "date"):
             return Shape("timestamp", schema)
         if fmt == "duration":
             return Shape("duration", schema)
@@ -592,14 +593,21 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h":
 
 
 def _string_to_cel(value: str, fmt: str | None) -> Any:
-    if fmt == "date-time":
+    """Strings of the date, date-time and duration formats are timestamps and durations in
+    CEL (as protobuf messages, the form cel-expr-python takes them in)."""
+    if fmt in ("date-time", "date"):
         try:
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return value
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC))
+        return stamp
     if fmt == "duration" and (match := _DURATION.match(value)):
         seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(match.group(2)))
-        return datetime.timedelta(seconds=-seconds if match.group(1) else seconds)
+        span = duration_pb2.Duration()
+        span.FromTimedelta(datetime.timedelta(seconds=-seconds if match.group(1) else seconds))
+        return span
     return value
 
 

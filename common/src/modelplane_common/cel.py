@@ -8,9 +8,11 @@ environment mirrors what the Kubernetes 1.34 API server gives CRD rules (design/
   sets, two-variable comprehensions and bindings extensions;
 * heterogeneous numeric comparison (``1 < 2.5``): the runtime has it, the checker is told;
 * homogeneous aggregate literals (``[1, 'a']`` is a compile error, as in Kubernetes);
-* the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``), regex (``find``,
-  ``findAll``), URL, IP/CIDR, quantity, semver and format (whose optional results are planted
-  into the checked tree, as are set and map lists' ``==`` and ``+``; design/cel.md).
+* the runtime half of ``transformMap``/``transformMapEntry`` (``cel.@mapInsert``);
+* the Kubernetes libraries: lists (``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``,
+  ``lastIndexOf`` beside the strings extension's), regex (``find``, ``findAll``), URL,
+  IP/CIDR, quantity, semver and format (whose optional results are planted into the checked
+  tree, as are set and map lists' ``==`` and ``+``; design/cel.md).
 
 Kubernetes' opaque types (Quantity, Semver, URL, IP, CIDR) are small protobuf messages holding
 one canonical string, so equality is by value and ``type()`` names them as Kubernetes does.
@@ -19,6 +21,7 @@ one canonical string, so equality is by value and ``type()`` names them as Kuber
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import decimal
 import functools
 import ipaddress
@@ -31,7 +34,14 @@ from typing import Any
 
 import semver as semverlib
 from cel_expr_python import cel
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    message_factory,
+    timestamp_pb2,
+    wrappers_pb2,
+)
 
 from modelplane_common import celast, celformat
 from modelplane_common.quantity import Quantity, QuantityError
@@ -316,6 +326,92 @@ def _find(text: str, pattern: str) -> str:
     return match.group(0) if match else ""
 
 
+# --- list and string indexOf / lastIndexOf -----------------------------------------------------
+# The strings extension owns the names indexOf and lastIndexOf, and cel-expr-python refuses a
+# second declaration of a function. Member calls of those names are renamed (same length, so
+# positions hold) to internal functions declaring both the string and the Kubernetes list
+# overloads; the string ones keep cel-cpp's strings-v2 results (code point offsets, an error
+# for an offset outside 0..size).
+_INDEX_FUNCTIONS = {"indexOf": "mpIdxOf", "lastIndexOf": "mpLastIdxOf"}
+_INTERNAL_NAMES = {internal: name for name, internal in _INDEX_FUNCTIONS.items()}
+
+
+def _string_index_of(text: str, sub: str, offset: int = 0) -> int:
+    if not 0 <= offset <= len(text):
+        raise ValueError(f"index out of range: {offset}")
+    return offset if not sub else text.find(sub, offset)
+
+
+def _string_last_index_of(text: str, sub: str, offset: int | None = None) -> int:
+    offset = len(text) if offset is None else offset
+    if not 0 <= offset <= len(text):
+        raise ValueError(f"index out of range: {offset}")
+    return offset if not sub else text.rfind(sub, 0, offset + len(sub))
+
+
+def _cel_equal(left: Any, right: Any) -> bool:
+    """CEL's heterogeneous equality on plain values: numbers across types, never bool to int."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_cel_equal, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_cel_equal(left[k], right[k]) for k in left)
+    return type(left) is type(right) and left == right
+
+
+def _list_index_of(items: list[Any], item: Any) -> int:
+    return next((i for i, element in enumerate(items) if _cel_equal(element, item)), -1)
+
+
+def _list_last_index_of(items: list[Any], item: Any) -> int:
+    found = [i for i, element in enumerate(items) if _cel_equal(element, item)]
+    return found[-1] if found else -1
+
+
+# --- two-variable comprehensions ---------------------------------------------------------------
+# transformMap and transformMapEntry expand to calls of cel.@mapInsert, which cel-expr-python's
+# checker declares but its runtime lacks; it is supplied here, with cel-go's error on a
+# duplicate key.
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _returnable(value: Any) -> Any:
+    """A plain value as a Python function may return it: cel-expr-python hands timestamps and
+    durations in as datetime/timedelta but takes them back only as the protobuf messages."""
+    if isinstance(value, datetime.datetime):
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(value)
+        return stamp
+    if isinstance(value, datetime.timedelta):
+        span = duration_pb2.Duration()
+        span.FromTimedelta(value)
+        return span
+    if isinstance(value, int) and value > _INT64_MAX:  # a uint only int64 cannot hold
+        return wrappers_pb2.UInt64Value(value=value)
+    if isinstance(value, dict):
+        return {k: _returnable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_returnable(v) for v in value]
+    return value
+
+
+def _map_merge(accumulator: dict[Any, Any], entries: dict[Any, Any]) -> dict[Any, Any]:
+    for key, value in entries.items():
+        if key in accumulator:
+            raise ValueError(f"insert failed: key {key} already exists")
+        accumulator[key] = value
+    return _returnable(accumulator)
+
+
+def _map_insert(accumulator: dict[Any, Any], key: Any, value: Any) -> dict[Any, Any]:
+    return _map_merge(accumulator, {key: value})
+
+
 # --- list types -------------------------------------------------------------------------------
 # Kubernetes gives a list with x-kubernetes-list-type set or map its own `==` and `+`: order is
 # ignored by equality, `+` is a union or a merge by key. The left operand's schema decides, as
@@ -370,11 +466,7 @@ def typed_equal(left: Any, right: Any, schema: Mapping[str, Any]) -> bool:
         if not isinstance(right, dict) or left.keys() != right.keys():
             return False
         return all(typed_equal(left[k], right[k], _property(schema, k)) for k in left)
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    return type(left) is type(right) and left == right
+    return _cel_equal(left, right)
 
 
 def typed_add(left: list[Any], right: list[Any], schema: Mapping[str, Any]) -> list[Any]:
@@ -405,7 +497,7 @@ def _list_type_decls() -> list[Any]:
         return typed_equal(a, b, SCHEMAS[index])
 
     def add(a: list[Any], b: list[Any], index: int) -> list[Any]:
-        return typed_add(a, b, SCHEMAS[index])
+        return _returnable(typed_add(a, b, SCHEMAS[index]))
 
     return [
         _fn(
@@ -696,6 +788,64 @@ def _named_format(name: str) -> Any:
     return _wrap(_FORMAT, name) if name in celformat.FORMATS else _MESSAGES[_FORMAT]()
 
 
+def _index_config() -> str:
+    """The checker's declarations of the internal indexOf/lastIndexOf functions (YAML, because
+    only the config can declare a type parameter: list(T).indexOf(T), as Kubernetes does)."""
+    string, integer = "{type_name: string}", "{type_name: int}"
+    param = "{type_name: T, is_type_param: true}"
+    shapes = {
+        "mp_string_{}": (string, [string]),
+        "mp_string_{}_offset": (string, [string, integer]),
+        "mp_list_{}": (f"{{type_name: list, params: [{param}]}}", [param]),
+    }
+    text = "functions:\n"
+    for internal in _INTERNAL_NAMES:
+        text += f"  - name: {internal}\n    overloads:\n"
+        for oid, (target, args) in shapes.items():
+            text += (
+                f"      - {{id: {oid.format(internal)}, target: {target},"
+                f" args: [{', '.join(args)}], return: {integer}}}\n"
+            )
+    return text
+
+
+def _index_decls() -> list[Any]:
+    """The runtime's internal indexOf/lastIndexOf: it dispatches on kinds, a type parameter
+    matches none, and ``google.protobuf.Any`` is its wildcard."""
+    element = T("google.protobuf.Any")
+    string_impls = {"indexOf": _string_index_of, "lastIndexOf": _string_last_index_of}
+    list_impls = {"indexOf": _list_index_of, "lastIndexOf": _list_last_index_of}
+    return [
+        _fn(
+            internal,
+            _overload(
+                f"mp_string_{internal}", T.INT, [T.STRING, T.STRING], string_impls[name], True
+            ),
+            _overload(
+                f"mp_string_{internal}_offset",
+                T.INT,
+                [T.STRING, T.STRING, T.INT],
+                string_impls[name],
+                True,
+            ),
+            _overload(
+                f"mp_list_{internal}", T.INT, [T.List(element), element], list_impls[name], True
+            ),
+        )
+        for name, internal in _INDEX_FUNCTIONS.items()
+    ]
+
+
+def _map_insert_decl() -> Any:
+    """cel.@mapInsert for the runtime environment only (the checker already declares it)."""
+    any_map, wildcard = T.Map(T.DYN, T.DYN), T("google.protobuf.Any")
+    return _fn(
+        "cel.@mapInsert",
+        _overload("mp_map_insert", any_map, [any_map, wildcard, wildcard], _map_insert),
+        _overload("mp_map_merge", any_map, [any_map, any_map], _map_merge),
+    )
+
+
 def _try(parse: Callable[[str], Any], text: str) -> bool:
     try:
         parse(text)
@@ -719,14 +869,20 @@ stdlib:
 
 
 @functools.cache
-def environment(variables: tuple[tuple[str, str], ...]) -> Any:
-    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...)."""
+def environment(variables: tuple[tuple[str, str], ...], runtime: bool = False) -> Any:
+    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...).
+
+    ``runtime``: the environment programs are planned in when they call a function whose
+    implementation the checker's environment cannot carry (list indexOf, cel.@mapInsert); it
+    never compiles, so its declarations need not suit the checker.
+    """
     types = {"dyn": T.DYN, "map": T.Map(T.STRING, T.DYN)}
+    runtime_only = [*_index_decls(), _map_insert_decl()] if runtime else []
     return cel.NewEnv(
         descriptor_pool=POOL,
-        config=cel.NewEnvConfigFromYaml(_CONFIG),
+        config=cel.NewEnvConfigFromYaml(_CONFIG if runtime else _CONFIG + _index_config()),
         variables={name: types[kind] for name, kind in variables},
-        functions=[*_ordering_decls(), *_library(), *_list_type_decls()],
+        functions=[*_ordering_decls(), *_library(), *_list_type_decls(), *runtime_only],
     )
 
 
@@ -775,7 +931,10 @@ def _strip_status(text: str) -> str:
     text = re.sub(r"\s*\[[A-Z_]+\]\s*$", "", text.strip())
     text = re.sub(r"^[A-Z_]+: ", "", text)
     # cel-go's wording, which the API server reports.
-    return re.sub(r'^Key not found in map : "(.*)"$', r"no such key: \1", text)
+    text = re.sub(r'^Key not found in map : "(.*)"$', r"no such key: \1", text)
+    for internal, name in _INTERNAL_NAMES.items():
+        text = text.replace(f"'{internal}'", f"'{name}'").replace(f"{internal}(", f"{name}(")
+    return text
 
 
 def _location(source: str, offset: int) -> str:
@@ -811,29 +970,119 @@ def _post_check(source: str, ast: celast.CheckedAst) -> None:
                     )
 
 
+def _mask_literals(source: str) -> str:
+    """``source`` with string and bytes literals and ``//`` comments blanked (same length)."""
+    out, i, n = list(source), 0, len(source)
+    while i < n:
+        char = source[i]
+        if char == "/" and source.startswith("//", i):
+            end = source.find("\n", i)
+            end = n if end < 0 else end
+        elif char in "'\"":
+            start = i
+            while start > 0 and i - start < 2 and source[start - 1] in "rRbB":
+                start -= 1
+            raw = "r" in source[start:i].lower()
+            quote = source[i : i + 3] if source.startswith(char * 3, i) else char
+            end = i + len(quote)
+            while end < n and not source.startswith(quote, end):
+                if len(quote) == 1 and source[end] == "\n":
+                    break
+                end += 2 if source[end] == "\\" and not raw else 1
+            end = min(n, end + len(quote))
+        else:
+            i += 1
+            continue
+        for j in range(i, end):
+            if out[j] != "\n":
+                out[j] = " "
+        i = end
+    return "".join(out)
+
+
+_INDEX_CALL = re.compile(r"(?<=\.)(\s*)(indexOf|lastIndexOf)(?=\s*\()")
+_INTERNAL_CALL = re.compile(r"(?<![\w])(mpIdxOf|mpLastIdxOf)(?=\s*\()")
+
+
+def _rename_index_calls(source: str) -> str:
+    """Member calls of indexOf/lastIndexOf renamed to the internal functions (same length);
+    CelCompileError, as cel-go reports it, where the source itself calls an internal name."""
+    if "ndexOf" not in source and "IdxOf" not in source:
+        return source
+    masked = _mask_literals(source)
+    for match in _INTERNAL_CALL.finditer(masked):
+        # cel-go places the error at the call's opening parenthesis.
+        where = _location(source, masked.index("(", match.end()))
+        raise CelCompileError(
+            f"ERROR: {where}: undeclared reference to '{match.group(1)}' (in container '')"
+        )
+    renamed = list(source)
+    for match in _INDEX_CALL.finditer(masked):
+        start = match.start(2)
+        renamed[start : match.end(2)] = _INDEX_FUNCTIONS[match.group(2)]
+    return "".join(renamed)
+
+
+def _restore_names(text: str, source: str, renamed: str) -> str:
+    """An error about the renamed source, told about the source as written."""
+    if renamed == source:
+        return text
+    for written, compiled in zip(source.splitlines(), renamed.splitlines(), strict=True):
+        if written != compiled:
+            text = text.replace(f" | {compiled}", f" | {written}")
+    return text
+
+
+def _public_calls(ast: celast.CheckedAst) -> celast.CheckedAst:
+    """The checked tree with the internal function names back to indexOf/lastIndexOf."""
+
+    def public(node: celast.Expr) -> celast.Expr:
+        return dataclasses.replace(
+            node,
+            name=_INTERNAL_NAMES.get(node.name, node.name) if node.kind == "call" else node.name,
+            target=public(node.target) if node.target is not None else None,
+            args=tuple(map(public, node.args)),
+            parts=tuple(map(public, node.parts)),
+        )
+
+    return dataclasses.replace(ast, expr=public(ast.expr))
+
+
+# Functions the checker's environment declares but cannot run (see environment()).
+_RUNTIME_ONLY = {*_INTERNAL_NAMES, "cel.@mapInsert"}
+
+
 @functools.lru_cache(maxsize=8192)
 def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | CelCompileError:
     try:
-        expression = environment(variables).compile(source)
+        renamed = _rename_index_calls(source)
+        expression = environment(variables).compile(renamed)
+    except CelCompileError as err:
+        return err
     except RuntimeError as err:
-        text = _strip_status(str(err))
+        text = _restore_names(_strip_status(str(err)), source, renamed)
         # cel-go's wording where cel-cpp's differs, as the API server reports it.
         text = text.replace(
             "has() argument must be a field selection", "invalid argument to has() macro"
         )
         text = re.sub(
-            r"\w+\(\) variable name must be a simple identifier",
+            r"\w+\(\) (?:first |second )?variable name must be a simple identifier",
             "argument must be a simple name",
             text,
         )
         return CelCompileError(text)
-    ast = celast.decode(expression.serialize())
+    serialized = expression.serialize()
+    ast = celast.decode(serialized)
+    env = environment(variables)
+    if any(n.kind == "call" and n.name in _RUNTIME_ONLY for n in celast.walk(ast.expr)):
+        env = environment(variables, runtime=True)
+        expression = env.deserialize(serialized)
+        ast = _public_calls(ast) if renamed != source else ast
     try:
         _post_check(source, ast)
     except CelCompileError as err:
         return err
-    program = Program(source, expression, ast, environment(variables))
-    return program.edited(_optional_results(ast))
+    return Program(source, expression, ast, env).edited(_optional_results(ast))
 
 
 # Library functions whose Kubernetes result is an optional (see the format declarations).
