@@ -218,13 +218,18 @@ def test_format_library_reports_apimachinery_messages(tmp_path):
         ],
     }  # fmt: skip
     assert run(tmp_path, crd(schema), widget({"host": "api"}))[0] == 0
-    code, report = run(tmp_path, crd(schema), widget({"host": "api.example.com"}))
+    # 64 characters: a valid subdomain, one too many for a label.
+    code, report = run(tmp_path, crd(schema), widget({"host": "a" * 64}))
     assert code == 1
-    assert messages(report) == {
-        "spec": "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
-        "or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
-        "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-    }
+    assert messages(report) == {"spec": "must be no more than 63 characters"}
+    code, report = run(tmp_path, crd(schema), widget({"host": "API"}))
+    assert code == 1
+    assert [p["message"] for p in report["problems"]] == [
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+        "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        "host must be a DNS subdomain",
+    ]
     # A rule must evaluate to bool; the library's optional does not.
     schema["x-kubernetes-validations"] = [{"rule": "format.uuid().validate(self.host)"}]
     code, report = run(tmp_path, crd(schema))

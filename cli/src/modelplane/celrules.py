@@ -145,6 +145,7 @@ class Shape:
     schema: JSON | None = None
     size: int = 0  # max characters (string) or elements (list, map)
     element: Shape | None = None  # list items or map values
+    mixed: bool = False  # from branches of different schemas (list-type semantics unknown)
 
 
 DYN = Shape("dyn", size=MAX_REQUEST_BYTES)
@@ -309,7 +310,7 @@ class Estimator:
 
     def _note_list_type(self, node: Node, left: Shape) -> None:
         schema = left.schema
-        if schema is None or node.op not in cel.LIST_TYPE_FUNCTIONS:
+        if schema is None or left.mixed or node.op not in cel.LIST_TYPE_FUNCTIONS:
             return
         if node.op == "+" and schema.get("x-kubernetes-list-type") not in ("set", "map"):
             return
@@ -347,7 +348,10 @@ class Estimator:
             raise RuleError("compilation failed: message construction is not supported")
         if op == "cond":
             (cc, _), (ca, sa), (cb, sb) = (self.estimate(a) for a in node.args)
-            return cc + max(ca, cb), sa if sa.size >= sb.size else sb
+            chosen = sa if sa.size >= sb.size else sb
+            if sa.schema is not sb.schema:
+                chosen = dataclasses.replace(chosen, mixed=True)
+            return cc + max(ca, cb), chosen
         if op in ("&&", "||"):
             return sum(self.estimate(a)[0] for a in node.args), BOOL
         if op in ("!", "neg"):
@@ -491,8 +495,11 @@ class Estimator:
             bound = [INT, element] if len(variables) == 2 else [element]
         scope = dict(zip(variables, bound, strict=False))
         last = scope.get(variables[-1], DYN) if variables else DYN
+        binding = iter_range.op == "list" and not iter_range.args  # cel.bind(x, value, ...)
         scope[accumulator] = (
-            Shape("list", None, count, last) if init_shape.kind == "list" else init_shape
+            Shape("list", None, count, last)
+            if init_shape.kind == "list" and not binding
+            else init_shape
         )
         self.scopes.append(scope)
         try:
@@ -596,12 +603,11 @@ def _string_to_cel(value: str, fmt: str | None) -> Any:
     """Strings of the date, date-time and duration formats are timestamps and durations in
     CEL (as protobuf messages, the form cel-expr-python takes them in)."""
     if fmt in ("date-time", "date"):
-        try:
-            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return value
         stamp = timestamp_pb2.Timestamp()
-        stamp.FromDatetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC))
+        try:  # RFC 3339 with nanoseconds; a date is its midnight UTC
+            stamp.FromJsonString(value + "T00:00:00Z" if fmt == "date" else value)
+        except (ValueError, OverflowError):
+            return value  # not a valid instant: the schema's format check reports it
         return stamp
     if fmt == "duration" and (match := _DURATION.match(value)):
         seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(match.group(2)))

@@ -196,22 +196,26 @@ def _url(text: str) -> Any:
 
 def _url_part(part: str) -> Callable[[Any], str]:
     def get(url: Any) -> str:
-        parts = urllib.parse.urlsplit(url.value)
+        parts = celformat.parse_request_uri(url.value)
+        port = parts.host.rpartition("]")[2] if parts.host.startswith("[") else parts.host
+        port = port.rpartition(":")[2] if ":" in port else ""
         if part == "host":
-            return parts.netloc.rpartition("@")[2]
+            return parts.host
         if part == "hostname":
-            return parts.hostname or ""
+            name = parts.host.removesuffix(f":{port}") if port else parts.host.rstrip(":")
+            return name.removeprefix("[").removesuffix("]")
         if part == "port":
-            return str(parts.port) if parts.port is not None else ""
+            return port
         if part == "path":
-            return parts.path
+            return celformat.escaped_path(parts.path)
         return parts.scheme
 
     return get
 
 
 def _url_query(url: Any) -> dict[str, list[str]]:
-    return urllib.parse.parse_qs(urllib.parse.urlsplit(url.value).query, keep_blank_values=True)
+    query = celformat.parse_request_uri(url.value).query
+    return urllib.parse.parse_qs(query, keep_blank_values=True)
 
 
 # --- IP and CIDR ------------------------------------------------------------------------------
@@ -480,8 +484,7 @@ def typed_add(left: list[Any], right: list[Any], schema: Mapping[str, Any]) -> l
             key = _map_key(item, keys)
             if key in position:
                 out[position[key]] = item
-            else:
-                position[key] = len(out)
+            else:  # Kubernetes does not index appended items: a later same key appends too
                 out.append(item)
         return out
     for item in right:
@@ -491,40 +494,33 @@ def typed_add(left: list[Any], right: list[Any], schema: Mapping[str, Any]) -> l
 
 
 def _list_type_decls() -> list[Any]:
-    lists, maps = T.List(T.DYN), T.Map(T.DYN, T.DYN)
+    # google.protobuf.Any is the runtime's wildcard: a null or any other value on either side
+    # reaches the implementation, which falls back to CEL's own equality.
+    anything = T("google.protobuf.Any")
 
     def equal(a: Any, b: Any, index: int) -> bool:
         return typed_equal(a, b, SCHEMAS[index])
 
-    def add(a: list[Any], b: list[Any], index: int) -> list[Any]:
+    def add(a: Any, b: Any, index: int) -> list[Any]:
+        if not (isinstance(a, list) and isinstance(b, list)):
+            raise ValueError("no such overload")
         return _returnable(typed_add(a, b, SCHEMAS[index]))
 
+    (equals, equals_id), (differs, differs_id), (plus, plus_id) = LIST_TYPE_FUNCTIONS.values()
     return [
+        _fn(equals, _overload(equals_id, T.BOOL, [anything, anything, T.INT], equal)),
         _fn(
-            LIST_TYPE_FUNCTIONS["=="][0],
-            _overload("list_type_equals_list", T.BOOL, [lists, lists, T.INT], equal),
-            _overload("list_type_equals_map", T.BOOL, [maps, maps, T.INT], equal),
+            differs,
+            _overload(differs_id, T.BOOL, [anything, anything, T.INT], lambda *a: not equal(*a)),
         ),
-        _fn(
-            LIST_TYPE_FUNCTIONS["!="][0],
-            _overload(
-                "list_type_not_equals_list", T.BOOL, [lists, lists, T.INT], lambda *a: not equal(*a)
-            ),
-            _overload(
-                "list_type_not_equals_map", T.BOOL, [maps, maps, T.INT], lambda *a: not equal(*a)
-            ),
-        ),
-        _fn(
-            LIST_TYPE_FUNCTIONS["+"][0],
-            _overload("list_type_add", lists, [lists, lists, T.INT], add),
-        ),
+        _fn(plus, _overload(plus_id, T.DYN, [anything, anything, T.INT], add)),
     ]
 
 
 # Operator -> (function, overload of its list form). '@' names cannot be written in a rule.
 LIST_TYPE_FUNCTIONS = {
-    "==": ("@listTypeEquals", "list_type_equals_list"),
-    "!=": ("@listTypeNotEquals", "list_type_not_equals_list"),
+    "==": ("@listTypeEquals", "list_type_equals"),
+    "!=": ("@listTypeNotEquals", "list_type_not_equals"),
     "+": ("@listTypeAdd", "list_type_add"),
 }
 
@@ -934,6 +930,8 @@ def _strip_status(text: str) -> str:
     text = re.sub(r'^Key not found in map : "(.*)"$', r"no such key: \1", text)
     for internal, name in _INTERNAL_NAMES.items():
         text = text.replace(f"'{internal}'", f"'{name}'").replace(f"{internal}(", f"{name}(")
+    for operator, (internal, _) in LIST_TYPE_FUNCTIONS.items():
+        text = text.replace(f"{internal}(", f"_{operator}_(").replace(", int64)", ")")
     return text
 
 
@@ -943,10 +941,24 @@ def _location(source: str, offset: int) -> str:
     return f"<input>:{line}:{column}"
 
 
+# Python-implemented functions whose arguments may hold any value (so, an optional).
+_TAKES_ANY_VALUE = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "cel.@mapInsert"}
+
+
 def _post_check(source: str, ast: celast.CheckedAst) -> None:
     """What Kubernetes' environment rejects beyond cel-cpp's checker: mixed-type aggregate
     literals (HomogeneousAggregateLiterals) and message construction (no message types)."""
     for node in celast.walk(ast.expr):
+        if node.kind == "call" and node.name in _TAKES_ANY_VALUE:
+            operands = [*node.args, *([node.target] if node.target else [])]
+            if any("optional_type" in ast.types.get(o.id, "") for o in operands):
+                # cel-expr-python crashes converting an optional for a Python function.
+                where = _location(source, ast.positions.get(node.id, 0))
+                shown = "transformMap" if node.name == "cel.@mapInsert" else node.name
+                raise CelCompileError(
+                    f"ERROR: {where}: optional values cannot be passed to '{shown}' here "
+                    "(a limit of Modelplane's CEL engine; the API server accepts this)"
+                )
         if node.kind == "struct":
             where = _location(source, ast.positions.get(node.id, 0))
             raise CelCompileError(f"ERROR: {where}: undeclared reference to '{node.name}'")

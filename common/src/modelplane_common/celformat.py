@@ -13,6 +13,12 @@ import datetime
 import re
 import urllib.parse
 from collections.abc import Callable
+from typing import NamedTuple
+
+
+def _size(value: str) -> int:
+    """Go measures strings in bytes."""
+    return len(value.encode())
 
 
 def _regex_error(message: str, pattern: str, *examples: str) -> str:
@@ -30,15 +36,16 @@ _SUBDOMAIN = _LABEL + r"(\." + _LABEL + ")*"
 _DNS1035 = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _QUALIFIED = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_VALUE = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# kube-openapi's UUID pattern: hyphens optional, either case.
+_UUID = re.compile(r"(?i)[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
 
 
 def _checker(pattern: str, limit: int, message: str, *examples: str) -> Callable[[str], list[str]]:
-    compiled = re.compile(f"^{pattern}$")
+    compiled = re.compile(pattern)
 
     def check(value: str) -> list[str]:
-        errors = [_max_length(limit)] if len(value) > limit else []
-        if not compiled.match(value):
+        errors = [_max_length(limit)] if _size(value) > limit else []
+        if not compiled.fullmatch(value):
             errors.append(_regex_error(message, pattern, *examples))
         return errors
 
@@ -71,8 +78,8 @@ dns1035_label = _checker(
 
 
 def _label_value(value: str) -> list[str]:
-    errors = [_max_length(63)] if len(value) > 63 else []
-    if not re.match(f"^{_LABEL_VALUE}$", value):
+    errors = [_max_length(63)] if _size(value) > 63 else []
+    if not re.fullmatch(_LABEL_VALUE, value):
         errors.append(
             _regex_error(
                 "a valid label must be an empty string or consist of alphanumeric characters, "
@@ -111,41 +118,84 @@ def _qualified_name(value: str) -> list[str]:
     name = parts[-1]
     if not name:
         errors.append("name part must be non-empty")
-    elif len(name) > 63:
+    elif _size(name) > 63:
         errors.append("name part " + _max_length(63))
-    if not re.match(f"^{_QUALIFIED}$", name):
+    if not re.fullmatch(_QUALIFIED, name):
         errors.append("name part " + pattern_error)
     return errors
 
 
 def _prefix(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
-    """A generateName prefix: the name it will become may end in '-' (apimachinery masks it)."""
-    return lambda value: check(value[:-1] + "a" if value.endswith("-") else value)
+    """A generateName prefix may end in '-': apimachinery's maskTrailingDash replaces the last
+    two characters with 'a' before checking."""
+    return lambda value: check(
+        value[:-2] + "a" if len(value) > 1 and value.endswith("-") else value
+    )
 
 
-def parse_request_uri(text: str) -> urllib.parse.SplitResult:
-    """Go's url.ParseRequestURI, as Kubernetes' url() uses: absolute URL or absolute path."""
-    if any(c in text for c in " \t\n\r") or "#" in text:
-        raise ValueError(f"URL parse error: {text!r}")
-    parts = urllib.parse.urlsplit(text)
-    if not (parts.scheme and (parts.netloc or parts.path.startswith("/"))) and not (
-        not parts.scheme and text.startswith("/")
-    ):
-        raise ValueError(f"URL parse error: invalid URI for request {text!r}")
-    _ = parts.port  # raises ValueError on a bad port
-    return parts
+class RequestURI(NamedTuple):
+    scheme: str
+    host: str  # with its port
+    path: str
+    query: str
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+# Characters Go leaves as they are in an escaped path (url.validEncoded).
+_PATH_SAFE = "/-._~!$&'()*+,;=:@[]%"
+
+
+def parse_request_uri(text: str) -> RequestURI:
+    """Go's url.ParseRequestURI, which Kubernetes' url() and format.uri() use: an absolute URI
+    or an absolute path; the text after '#' stays part of the path or query. ValueError with
+    Go's message otherwise."""
+
+    def failure(reason: str) -> ValueError:
+        return ValueError(f'parse "{text}": {reason}')
+
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise failure("net/url: invalid control character in URL")
+    if not text:
+        raise failure("empty url")
+    if text.startswith(":"):
+        raise failure("missing protocol scheme")
+    scheme = _SCHEME.match(text)
+    rest, _, query = text[scheme.end() if scheme else 0 :].partition("?")
+    if not rest.startswith("/"):
+        if scheme:  # an opaque URI such as mailto:someone
+            return RequestURI(scheme.group(1).lower(), "", "", query)
+        raise failure("invalid URI for request")
+    host = ""
+    if scheme and rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        host, rest = host.rpartition("@")[2], slash + path
+        port = host.rpartition("]")[2] if host.startswith("[") else host
+        if ":" in port and not port.rpartition(":")[2].isdigit() and not port.endswith(":"):
+            raise failure(f'invalid port ":{port.rpartition(":")[2]}" after host')
+        if " " in host:
+            raise failure('invalid character " " in host name')
+    if bad := re.search(r"%(?![0-9A-Fa-f]{2}).{0,2}", rest):
+        raise failure(f'invalid URL escape "{bad.group(0)}"')
+    return RequestURI(scheme.group(1).lower() if scheme else "", host, rest, query)
+
+
+def escaped_path(path: str) -> str:
+    """Go's URL.EscapedPath: the path as written when validly encoded, escaped otherwise."""
+    if all(c.isascii() and (c.isalnum() or c in _PATH_SAFE) for c in path):
+        return path
+    return urllib.parse.quote(path, safe=_PATH_SAFE.replace("%", ""))
 
 
 def _uri(value: str) -> list[str]:
     try:
         parse_request_uri(value)
-    except ValueError:
-        return ["invalid URI"]
+    except ValueError as err:
+        return [str(err)]
     return []
 
 
 def _uuid(value: str) -> list[str]:
-    return [] if _UUID.match(value) else ["does not match the UUID format"]
+    return [] if _UUID.fullmatch(value) else ["does not match the UUID format"]
 
 
 def _byte(value: str) -> list[str]:
@@ -157,18 +207,21 @@ def _byte(value: str) -> list[str]:
 
 
 def _date(value: str) -> list[str]:
+    """Go's time.Parse("2006-01-02"): exactly that shape, and a real day."""
     try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            raise ValueError(value)
         datetime.date.fromisoformat(value)
     except ValueError:
         return ["invalid date"]
-    return [] if len(value) == 10 else ["invalid date"]
+    return []
 
 
-_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _datetime(value: str) -> list[str]:
-    if not _DATETIME.match(value):
+    if not _DATETIME.fullmatch(value):
         return ["invalid datetime"]
     try:
         datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
