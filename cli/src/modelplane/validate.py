@@ -126,12 +126,6 @@ def catalog_with(documents: list[Document]) -> xrd.Catalog:
     return xrd.Catalog(definitions, compositions)
 
 
-def validate_paths(paths: list[Path]) -> tuple[int, list[str]]:
-    """(number of valid objects, every problem as a line)."""
-    valid, problems = check_paths(paths)
-    return valid, [str(p) for p in problems]
-
-
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
     """(number of valid objects, every problem: a Problem, or a line for unreadable input)."""
     documents: list[Document] = []

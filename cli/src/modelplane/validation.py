@@ -612,33 +612,24 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     crd = definition.get("kind") == "CustomResourceDefinition"
     if shape_issues := _shape_issues(CRD_SHAPE if crd else XRD_SHAPE, definition):
         return _problems(source, definition, shape_issues)
+    # The shape guarantees group, names.kind, names.plural and at least one version.
     issues: list[tuple[str, str]] = []
     spec = definition["spec"]
-    for field in ("group", "names"):
-        if not spec.get(field):
-            issues.append((f"spec.{field}", "Required value"))
-    names = spec.get("names") or {}
-    for field in ("kind", "plural"):
-        if not names.get(field):
-            issues.append((f"spec.names.{field}", "Required value"))
-    expected = f"{names.get('plural')}.{spec.get('group')}"
+    expected = f"{spec['names']['plural']}.{spec['group']}"
     metadata = definition.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    if names.get("plural") and spec.get("group") and name != expected:
+    if name != expected:
         issues.append(("metadata.name", f"Invalid value: {name!r}: must be {expected!r}"))
-    versions = spec.get("versions")
-    if not isinstance(versions, list) or not versions:
-        issues.append(("spec.versions", "Required value: at least one version"))
-        versions = []
+    versions = spec["versions"]
     if crd:
-        if versions and sum(bool(v.get("storage")) for v in versions) != 1:
+        if sum(bool(v.get("storage")) for v in versions) != 1:
             issues.append(
                 (
                     "spec.versions",
                     "Invalid value: must have exactly one version marked as storage version",
                 )
             )
-    elif versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
+    elif sum(bool(v.get("referenceable")) for v in versions) != 1:
         issues.append(("spec.versions", "exactly one version must be referenceable"))
     seen: set[str] = set()
     for index, version in enumerate(versions):
@@ -715,7 +706,11 @@ def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
     def visit(node: JSON, path: str, bound: int | None, junctor: bool, loose: str | None) -> None:
         cardinality = bound if bound is not None else celrules.max_cardinality(node)
         out.append(_SchemaNode(path, node, cardinality, junctor, loose))
-        inner = bound * _elements(node) if bound is not None and celrules.is_bounded(node) else None
+        inner = (
+            bound * celrules.max_elements(node)
+            if bound is not None and celrules.is_bounded(node)
+            else None
+        )
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
                 visit(sub, f"{path}.properties[{name}]", bound, junctor, loose)
@@ -740,10 +735,6 @@ def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
 
     visit(schema, "", 1, False, None)
     return out
-
-
-def _elements(node: JSON) -> int:
-    return celrules.max_elements(node)
 
 
 _TYPES = {"object", "array", "string", "integer", "number", "boolean"}
@@ -1015,23 +1006,17 @@ def check_composition(
         functions: Path | None = repo.root() / "functions"
     except FileNotFoundError:
         functions = None  # outside the repository there is no function list to check against
+    # The shape guarantees every step is an object with a step name and a functionRef.name.
     steps: set[str] = set()
     for index, step in enumerate(pipeline):
         where = f"spec.pipeline[{index}]"
-        if not isinstance(step, dict):
-            issues.append((where, "Invalid value: must be an object"))
-            continue
-        if not step.get("step"):
-            issues.append((f"{where}.step", "Required value"))
-        elif step["step"] in steps:
+        if step["step"] in steps:
             issues.append((f"{where}.step", f"Duplicate value: {step['step']!r}"))
-        steps.add(step.get("step"))
-        name = (step.get("functionRef") or {}).get("name")
-        if not name:
-            issues.append((f"{where}.functionRef.name", "Required value"))
-        elif (
+        steps.add(step["step"])
+        name = step["functionRef"]["name"]
+        if (
             functions is not None
-            and not (functions / (directory := function_directory(str(name)))).is_dir()
+            and not (functions / (directory := function_directory(name))).is_dir()
         ):
             issues.append(
                 (
