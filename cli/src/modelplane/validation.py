@@ -216,19 +216,17 @@ def _prune_nulls(schema: JSON, value: Any) -> Any:
 
 def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> list[Problem]:
     api_version = str(obj["apiVersion"])
-    schema = definition.schema(api_version)
-    if schema is None:
+    version = definition.version(api_version)
+    if version is None:
         served = ", ".join(
             f"{definition.group}/{v['name']}" for v in definition.body["spec"]["versions"]
         )
         return _problems(
             source, obj, [("apiVersion", f"{api_version} is not served (served: {served})")]
         )
-    for version in definition.body["spec"]["versions"]:
-        if f"{definition.group}/{version['name']}" == api_version and not version.get(
-            "served", True
-        ):
-            return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
+    if not version.get("served", True):
+        return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
+    schema = version["schema"]["openAPIV3Schema"]
     issues = _check_metadata(obj)
     value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
     if definition.is_crd:
