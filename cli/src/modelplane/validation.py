@@ -27,6 +27,7 @@ from kubernetes_validate import utils as kubernetes_validate
 from modelplane_common.managed import without_status
 
 from modelplane import celrules, openapi, repo, xrd
+from modelplane.kube import DNS_SUBDOMAIN, valid_name
 from modelplane.openapi import join
 from modelplane.project import function_directory
 
@@ -34,7 +35,6 @@ JSON = dict[str, Any]
 KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
 GENERATED = "modelplane_schemas.generated"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -244,20 +244,6 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
     return _problems(source, obj, issues)
 
 
-# RBAC names are path segments, not DNS names: the API server also allows ':' in them.
-_RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
-
-
-def _valid_name(obj: JSON, name: object) -> bool:
-    if not isinstance(name, str) or len(name) > 253:
-        return False
-    if obj.get("kind") in _RBAC_KINDS and str(obj.get("apiVersion", "")).startswith(
-        "rbac.authorization.k8s.io/"
-    ):
-        return bool(name) and name not in {".", ".."} and "/" not in name and "%" not in name
-    return bool(_DNS_SUBDOMAIN.match(name))
-
-
 def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
     """The ObjectMeta checks every kind gets: a valid name, string labels and annotations."""
     metadata = obj.get("metadata")
@@ -269,7 +255,9 @@ def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
     name = metadata.get("name")
     if name is None and not metadata.get("generateName"):
         issues.append(("metadata.name", "Required value: name or generateName is required"))
-    elif name is not None and not _valid_name(obj, name):
+    elif name is not None and not valid_name(
+        name, str(obj.get("apiVersion")), str(obj.get("kind"))
+    ):
         issues.append(
             (
                 "metadata.name",
@@ -304,7 +292,7 @@ def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
 
 def _valid_qualified_name(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
         return False
     return len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
