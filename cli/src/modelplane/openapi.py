@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import ipaddress
 import json
+import operator
 import re
 import uuid
 from typing import Any
@@ -177,24 +178,25 @@ def _check_junctors(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
         walk.add(path, "Invalid value: must not match the schema in not")
 
 
+# (bound, its exclusive flag, how a value lies beyond it, the wording of the wanted relation)
+_BOUNDS = (
+    ("minimum", "exclusiveMinimum", operator.lt, "greater than"),
+    ("maximum", "exclusiveMaximum", operator.gt, "less than"),
+)
+
+
 def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
     """Value validations (no structure): enum, bounds, lengths, pattern, format."""
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_short(v) for v in schema["enum"])
         walk.add(path, f"Unsupported value: {_short(value)}: supported values: {supported}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema:
-            low = schema["minimum"]
-            if value < low or (schema.get("exclusiveMinimum") and value == low):
-                relation = "greater than" if schema.get("exclusiveMinimum") else "greater than or"
-                equal = "" if schema.get("exclusiveMinimum") else " equal to"
-                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {low}")
-        if "maximum" in schema:
-            high = schema["maximum"]
-            if value > high or (schema.get("exclusiveMaximum") and value == high):
-                relation = "less than" if schema.get("exclusiveMaximum") else "less than or"
-                equal = "" if schema.get("exclusiveMaximum") else " equal to"
-                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {high}")
+        for bound, exclusive, beyond, relation in _BOUNDS:
+            if bound in schema:
+                limit, strict = schema[bound], schema.get(exclusive)
+                if beyond(value, limit) or (strict and value == limit):
+                    wanted = relation if strict else f"{relation} or equal to"
+                    walk.add(path, f"Invalid value: {value}: should be {wanted} {limit}")
         if schema.get("multipleOf") and value % schema["multipleOf"]:
             walk.add(path, f"Invalid value: {value}: must be a multiple of {schema['multipleOf']}")
     if isinstance(value, str):
@@ -210,25 +212,19 @@ def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.add(path, f"Invalid value: {_short(value)}: should match '{schema['pattern']}'")
     if (fmt := schema.get("format")) and (problem := _check_format(fmt, value)):
         walk.add(path, f"Invalid value: {_short(value)}: {problem}")
-    if isinstance(value, list):
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            walk.add(path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
-        if "minItems" in schema and len(value) < schema["minItems"]:
+    if isinstance(value, list | dict):
+        noun, most, least = (
+            ("items", "maxItems", "minItems")
+            if isinstance(value, list)
+            else ("properties", "maxProperties", "minProperties")
+        )
+        if most in schema and len(value) > schema[most]:
+            walk.add(path, f"Too many: {len(value)}: must have at most {schema[most]} {noun}")
+        if least in schema and len(value) < schema[least]:
             walk.add(
-                path, f"Invalid value: {len(value)}: must have at least {schema['minItems']} items"
+                path, f"Invalid value: {len(value)}: must have at least {schema[least]} {noun}"
             )
     if isinstance(value, dict):
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            walk.add(
-                path,
-                f"Too many: {len(value)}: must have at most {schema['maxProperties']} properties",
-            )
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            walk.add(
-                path,
-                f"Invalid value: {len(value)}: must have at least "
-                f"{schema['minProperties']} properties",
-            )
         for name in schema.get("required") or []:
             if name not in value:
                 walk.add(join(path, name), "Required value")

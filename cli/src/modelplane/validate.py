@@ -136,12 +136,11 @@ def _validate(doc: Document, catalog: xrd.Catalog) -> list[Problem]:
     try:
         return validate_object(doc.body, doc.file, catalog)
     except RecursionError:
-        kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
         message = "nested too deeply to validate here (several hundred levels); not checked"
-        return [Problem(doc.file, str(kind), f"(line {doc.line})", "", message)]
     except Exception as err:  # a bug here must still name the object, never a traceback
-        kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
-        return [Problem(doc.file, str(kind), f"(line {doc.line})", "", f"internal error: {err!r}")]
+        message = f"internal error: {err!r}"
+    kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
+    return [Problem(doc.file, str(kind), f"(line {doc.line})", "", message)]
 
 
 @click.command("validate")

@@ -392,7 +392,7 @@ def _pydantic_message(error: Any) -> str:
 
 
 @cache
-def _core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+def core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     """A validator for a core kind in kubernetes-validate's strict schemas, or None."""
     version = kubernetes_validate.major_minor(KUBERNETES_VERSION)
     api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
@@ -428,7 +428,7 @@ def _core_group_matches(schema: JSON, api_version: str, kind: str) -> bool:
 
 
 def _validate_core(obj: JSON, source: str) -> list[Problem]:
-    validator = _core_validator(str(obj["apiVersion"]), str(obj["kind"]))
+    validator = core_validator(str(obj["apiVersion"]), str(obj["kind"]))
     if validator is None:
         return _problems(
             source,
