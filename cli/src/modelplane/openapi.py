@@ -102,29 +102,19 @@ def _check_format(fmt: str, value: Any) -> str | None:
 
 @dataclasses.dataclass
 class _Walk:
-    """State of one validation: collected issues, whether to report unknown fields."""
+    """State of one validation: the schema issues, then the rule issues."""
 
-    unknown_fields: bool = True
     issues: list[Issue] = dataclasses.field(default_factory=list)
     rule_issues: list[Issue] = dataclasses.field(default_factory=list)
-    allowed: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     def add(self, path: str, message: str) -> None:
         self.issues.append((path, message))
 
 
-def check_value(
-    schema: JSON,
-    value: Any,
-    path: str = "",
-    *,
-    unknown_fields: bool = True,
-    allowed_extra: dict[str, set[str]] | None = None,
-) -> list[Issue]:
-    """Every problem with ``value`` under ``schema``; ``allowed_extra`` maps a path to field
-    names accepted there though the schema does not declare them (Crossplane's own fields)."""
-    walk = _Walk(unknown_fields=unknown_fields, allowed=allowed_extra or {})
-    _check(walk, schema, value, path)
+def check_value(schema: JSON, value: Any) -> list[Issue]:
+    """Every problem with ``value`` under ``schema``."""
+    walk = _Walk()
+    _check(walk, schema, value, "")
     return walk.issues + walk.rule_issues
 
 
@@ -242,7 +232,6 @@ def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
     extra = schema.get("additionalProperties")
     keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
     embedded = schema.get("x-kubernetes-embedded-resource")
-    allowed = walk.allowed.get(path, set())
     for name, item in value.items():
         child = f"{path}[{name}]" if isinstance(extra, dict) else join(path, name)
         if name in properties:
@@ -251,7 +240,7 @@ def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
             _check(walk, extra, item, child)
         elif embedded and name in ("apiVersion", "kind", "metadata"):
             continue
-        elif not keep_unknown and walk.unknown_fields and name not in allowed:
+        elif not keep_unknown:
             walk.add(child, f'unknown field "{name}" (not declared in the schema)')
 
 

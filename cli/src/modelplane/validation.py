@@ -236,8 +236,7 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             definition.body["spec"].get("scope") == "LegacyCluster"
         )
         root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
-    allowed = {"": {"apiVersion", "kind", "metadata"}}
-    for path, message in openapi.check_value(root, value, allowed_extra=allowed):
+    for path, message in openapi.check_value(root, value):
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
             continue  # identity and metadata are checked above, as ObjectMeta
         issues.append((path, message))
@@ -469,7 +468,7 @@ _STRING = {"type": "string", "minLength": 1}
 # The parts of an XRD and a Composition these checks read, so malformed ones are reported
 # before anything reads them.
 XRD_SHAPE: JSON = {
-    "type": "object",
+    **_OPEN,
     "required": ["spec"],
     "properties": {
         "spec": {
@@ -508,7 +507,7 @@ _CRD_VERSION["required"] = ["name", "served", "storage"]
 _CRD_VERSION["properties"].pop("referenceable")
 _CRD_VERSION["properties"]["storage"] = {"type": "boolean"}
 COMPOSITION_SHAPE: JSON = {
-    "type": "object",
+    **_OPEN,
     "required": ["spec"],
     "properties": {
         "spec": {
@@ -539,7 +538,7 @@ COMPOSITION_SHAPE: JSON = {
 def _shape_issues(shape: JSON, body: JSON) -> list[tuple[str, str]]:
     return [
         (path, message)
-        for path, message in openapi.check_value(shape, body, unknown_fields=False)
+        for path, message in openapi.check_value(shape, body)
         if not path.startswith(("metadata", "apiVersion", "kind"))
     ]
 
