@@ -39,29 +39,20 @@ def join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _matches_type(kind: str, value: Any) -> bool:
-    actual = _type_name(value)
-    if kind == "number":
-        return actual in ("number", "integer")
-    if kind == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return actual == kind
+    """Whether a decoded JSON value is of OpenAPI type ``kind`` (an integral float is an
+    integer, any integer a number)."""
+    if isinstance(value, bool):
+        return kind == "boolean"
+    if isinstance(value, int):
+        return kind in ("integer", "number")
+    if isinstance(value, float):
+        return kind == "number" or (kind == "integer" and value.is_integer())
+    if isinstance(value, str):
+        return kind == "string"
+    if isinstance(value, list):
+        return kind == "array"
+    return kind == ("null" if value is None else "object")
 
 
 def _short(value: Any) -> str:
