@@ -109,20 +109,19 @@ def check_value(schema: JSON, value: Any) -> list[Issue]:
     return walk.issues + walk.rule_issues
 
 
-def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
-    """Validate one node; returns False when its type is wrong (its rules are then skipped)."""
+def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+    """Validate one node; a value of the wrong type gets no further checks (nor rules)."""
     if value is None:
-        if schema.get("nullable"):
-            return True
-        walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
-        return False
+        if not schema.get("nullable"):
+            walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
+        return
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or _matches_type("integer", value)):
             walk.add(path, f"Invalid value: {_short(value)}: must be an integer or a string")
-            return False
+            return
     elif (kind := schema.get("type")) and not _matches_type(kind, value):
         walk.add(path, f"Invalid value: {_short(value)}: must be of type {kind}")
-        return False
+        return
     _check_values(walk, schema, value, path)
     _check_junctors(walk, schema, value, path)
     if isinstance(value, dict):
@@ -130,7 +129,6 @@ def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
     elif isinstance(value, list):
         _check_array(walk, schema, value, path)
     _check_rules(walk, schema, value, path)
-    return True
 
 
 def _branch_issues(schema: Any, value: Any, path: str) -> list[Issue]:
