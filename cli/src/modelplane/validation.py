@@ -100,9 +100,6 @@ def _with_crossplane_fields(schema: JSON, legacy: bool) -> JSON:
     return {**schema, "properties": {**schema["properties"], "spec": spec}}
 
 
-VALID_RULE_REASONS = set(openapi.CEL_REASONS)
-
-
 @dataclasses.dataclass(frozen=True)
 class Problem:
     file: str
@@ -152,13 +149,12 @@ def validate_object(
     if definition is not None:
         return _validate_composite(obj, source, definition)
     problems = _problems(source, obj, _check_metadata(obj))
-    if kind == "CompositeResourceDefinition" and api_version.startswith(
-        "apiextensions.crossplane.io/"
+    crossplane = api_version.startswith("apiextensions.crossplane.io/")
+    if (kind == "CompositeResourceDefinition" and crossplane) or (
+        kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1"
     ):
         return problems + check_definition(obj, source)
-    if kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1":
-        return problems + check_definition(obj, source)
-    if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
+    if kind == "Composition" and crossplane:
         return problems + check_composition(obj, source, catalog)
     shipped = shipped_crd(api_version, kind)
     if shipped is not None:
@@ -892,12 +888,12 @@ def _check_rule(
             )
         )
     reason = rule.get("reason")
-    if reason is not None and reason not in VALID_RULE_REASONS:
+    if reason is not None and reason not in openapi.CEL_REASONS:
         issues.append(
             (
                 "reason",
                 f"Unsupported value: {reason!r}: supported values: "
-                + ", ".join(sorted(VALID_RULE_REASONS)),
+                + ", ".join(sorted(openapi.CEL_REASONS)),
             )
         )
     field_path = rule.get("fieldPath")

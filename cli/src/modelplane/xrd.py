@@ -123,9 +123,8 @@ def _default(schema: JSON, value: Any) -> None:
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         for name, sub in properties.items():
-            if (name not in value or value[name] is None) and "default" in sub:
-                if value.get(name) is None and sub.get("nullable") and name in value:
-                    continue
+            unset = name not in value or (value[name] is None and not sub.get("nullable"))
+            if unset and "default" in sub:
                 value[name] = copy.deepcopy(sub["default"])
             if name in value:
                 _default(sub, value[name])
