@@ -531,14 +531,6 @@ COMPOSITION_SHAPE: JSON = {
 }  # fmt: skip
 
 
-def _shape_issues(shape: JSON, body: JSON) -> list[tuple[str, str]]:
-    return [
-        (path, message)
-        for path, message in openapi.check_value(shape, body)
-        if not path.startswith(("metadata", "apiVersion", "kind"))
-    ]
-
-
 _COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
     **{key: (int,) for key in _COUNTS},
@@ -591,7 +583,7 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     names, versions, structural schemas, defaults, list-map keys, and every CEL rule compiling
     within the cost budget."""
     crd = definition.get("kind") == "CustomResourceDefinition"
-    if shape_issues := _shape_issues(CRD_SHAPE if crd else XRD_SHAPE, definition):
+    if shape_issues := openapi.check_value(CRD_SHAPE if crd else XRD_SHAPE, definition):
         return _problems(source, definition, shape_issues)
     # The shape guarantees group, names.kind, names.plural and at least one version.
     issues: list[tuple[str, str]] = []
@@ -965,7 +957,7 @@ def check_composition(
     composition: JSON, source: str = "<composition>", catalog: xrd.Catalog | None = None
 ) -> list[Problem]:
     """A Composition must be Pipeline mode, name its type, and use functions this repo has."""
-    if shape_issues := _shape_issues(COMPOSITION_SHAPE, composition):
+    if shape_issues := openapi.check_value(COMPOSITION_SHAPE, composition):
         return _problems(source, composition, shape_issues)
     issues: list[tuple[str, str]] = []
     spec = composition["spec"]
