@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from modelplane import validation
+import yaml
+
+from modelplane import repo, validation, xrd
 
 
 def deployment(**container: Any) -> dict[str, Any]:
@@ -162,3 +165,26 @@ def test_rbac_names_may_contain_colons_but_other_names_may_not():
         "metadata": {"name": "system:modelplane", "namespace": "default"},
     }
     assert any("metadata.name" in problem for problem in found(config_map))
+
+
+def test_modelplane_kinds_are_checked_against_their_shipped_xrd_away_from_the_repository():
+    """An installed CLI has no apis/ beside it: the XRD schema `modelplane generate` ships with
+    the models stands in, with its CEL rules and Crossplane's own spec fields."""
+    here, away = xrd.catalog(), xrd.Catalog({}, {})
+    examples = [
+        doc
+        for path in sorted((repo.root() / "examples").rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and here.definition_for(str(doc["apiVersion"]), str(doc["kind"]))
+    ]
+    assert {doc["kind"] for doc in examples} >= {"ModelCache", "ModelDeployment", "ModelService"}
+    for doc in examples:
+        assert validation.validate_object(doc, "x.yaml", away) == []
+    cache = next(doc for doc in examples if doc["kind"] == "ModelCache")
+    broken = copy.deepcopy(cache)
+    broken["spec"]["crossplane"] = {"compositionRef": {"name": "modelcache"}}
+    broken["spec"]["huggingFace"].pop("repo")
+    broken["spec"]["sizeGiBs"] = 1
+    found = validation.validate_object(broken, "x.yaml", away)
+    assert found == validation.validate_object(broken, "x.yaml", here)
+    assert {p.path for p in found} == {"spec.sizeGiBs", "spec.huggingFace.repo"}

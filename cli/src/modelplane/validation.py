@@ -2,8 +2,9 @@
 
 * Modelplane kinds (XRDs in apis/): the XRD's structural schema after defaulting, then every
   ``x-kubernetes-validations`` CEL rule (``celrules``).
-* Other kinds: the generated Pydantic models (``modelplane_schemas.generated``), else the core
-  Kubernetes schemas of ``kubernetes-validate`` (strict, Kubernetes ``KUBERNETES_VERSION``).
+* Other kinds: the CRD (or XRD) shipped beside the generated models
+  (``modelplane_schemas.generated``), else the core Kubernetes schemas of
+  ``kubernetes-validate`` (strict, Kubernetes ``KUBERNETES_VERSION``).
 * XRDs and Compositions themselves: ``check_definition`` and ``check_composition``.
 
 Every function returns a list of ``Problem``; an empty list means the API server would accept it.
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pydantic
 from kubernetes_validate import utils as kubernetes_validate
 from modelplane_common.managed import without_status
 
@@ -159,9 +159,6 @@ def validate_object(
     shipped = shipped_crd(api_version, kind)
     if shipped is not None:
         return _validate_composite(obj, source, shipped)
-    model = generated_model(api_version, kind)
-    if model is not None:
-        return problems + _validate_with_model(obj, source, model)
     return problems + _validate_core(obj, source)
 
 
@@ -296,33 +293,35 @@ def _valid_qualified_name(key: str) -> bool:
 # Other kinds: generated models and core Kubernetes schemas
 
 
-def _generated(api_version: str, *name: str) -> Any:
-    """The generated package of an apiVersion (or a module in it), or None."""
+def _generated_package(api_version: str) -> Any:
+    """The generated package of an apiVersion, or None."""
     group, _, version = api_version.rpartition("/")
     if not group:
         return None
     package = group.replace(".", "_").replace("-", "_")
     try:
-        return importlib.import_module(".".join((GENERATED, package, version, *name)))
+        return importlib.import_module(f"{GENERATED}.{package}.{version}")
     except ImportError:
         return None
 
 
 @cache
 def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
-    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
-    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+    """The CRD or XRD Modelplane ships for a kind it defines, composes or reads (apis/ and
+    ``schemas/crds.txt``, kept by `modelplane generate` as ``<kind>.crd.json``), as a
+    one-version definition; None if none."""
     group, _, version = api_version.rpartition("/")
-    module = _generated(api_version)
+    module = _generated_package(api_version)
     if module is None:
         return None
     path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
+    xrd_version = record.get("definedBy")
     body = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
+        "apiVersion": xrd_version or "apiextensions.k8s.io/v1",
+        "kind": "CompositeResourceDefinition" if xrd_version else "CustomResourceDefinition",
         "spec": {
             "group": group,
             "scope": record["scope"],
@@ -337,53 +336,6 @@ def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
         },
     }
     return xrd.Definition(path, body)
-
-
-def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
-    """The generated model of a CRD kind, or None if there is none."""
-    module = _generated(api_version, kind.lower())
-    model = getattr(module, kind, None) if module is not None else None
-    return model if isinstance(model, type) and issubclass(model, pydantic.BaseModel) else None
-
-
-def _validate_with_model(obj: JSON, source: str, model: type[pydantic.BaseModel]) -> list[Problem]:
-    try:
-        model.model_validate(obj)
-    except pydantic.ValidationError as err:
-        by_path: dict[str, list[str]] = {}
-        for error in err.errors():
-            path = _pydantic_path(obj, error["loc"], error["type"])
-            message = _pydantic_message(error)
-            by_path.setdefault(path, [])
-            if message not in by_path[path]:
-                by_path[path].append(message)
-        return _problems(source, obj, [(p, " or ".join(m)) for p, m in by_path.items()])
-    return []
-
-
-def _pydantic_path(obj: Any, loc: tuple[Any, ...], error_type: str) -> str:
-    """Turn a pydantic location into a field path, skipping union and validator tags."""
-    path, current = "", obj
-    for index, part in enumerate(loc):
-        last = index == len(loc) - 1
-        if isinstance(current, dict) and isinstance(part, str) and part in current:
-            path, current = join(path, part), current[part]
-        elif isinstance(current, list) and isinstance(part, int) and part < len(current):
-            path, current = f"{path}[{part}]", current[part]
-        elif last and error_type == "missing" and isinstance(part, str):
-            path = join(path, part)
-    return path
-
-
-def _pydantic_message(error: Any) -> str:
-    kind = error["type"]
-    if kind == "missing":
-        return "Required value"
-    if kind == "extra_forbidden":
-        return f'unknown field "{error["loc"][-1]}" (not declared in the schema)'
-    value = error.get("input")
-    shown = json.dumps(value, default=str) if not isinstance(value, dict | list) else kind
-    return f"Invalid value: {shown}: {error['msg']}"
 
 
 @cache
