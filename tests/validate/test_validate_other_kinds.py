@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import yaml
-
 from modelplane import repo, validation, xrd
 
 
