@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import json
 import re
 from functools import cache
@@ -25,6 +24,7 @@ from typing import Any
 import jsonschema
 from kubernetes_validate import utils as kubernetes_validate
 from modelplane_common.managed import without_status
+from modelplane_schemas import generated
 
 from modelplane import celrules, openapi, repo, xrd
 from modelplane.kube import DNS_SUBDOMAIN, valid_name
@@ -33,7 +33,6 @@ from modelplane.project import function_directory
 
 JSON = dict[str, Any]
 KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
-GENERATED = "modelplane_schemas.generated"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -290,32 +289,18 @@ def _valid_qualified_name(key: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Other kinds: generated models and core Kubernetes schemas
-
-
-def _generated_package(api_version: str) -> Any:
-    """The generated package of an apiVersion, or None."""
-    group, _, version = api_version.rpartition("/")
-    if not group:
-        return None
-    package = group.replace(".", "_").replace("-", "_")
-    try:
-        return importlib.import_module(f"{GENERATED}.{package}.{version}")
-    except ImportError:
-        return None
+# Other kinds: shipped CRDs and core Kubernetes schemas
 
 
 @cache
 def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
     """The CRD or XRD Modelplane ships for a kind it defines, composes or reads (apis/ and
-    ``schemas/crds.txt``, kept by `modelplane generate` as ``<kind>.crd.json``), as a
-    one-version definition; None if none."""
+    ``schemas/crds.txt``, kept by `modelplane generate` as ``<kind>.crd.json`` beside the
+    kind's model), as a one-version definition; None if none."""
     group, _, version = api_version.rpartition("/")
-    module = _generated_package(api_version)
-    if module is None:
-        return None
-    path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
-    if not path.is_file():
+    package = group.replace(".", "_").replace("-", "_")
+    path = Path(generated.__file__).parent / package / version / f"{kind.lower()}.crd.json"
+    if not group or not path.is_file():
         return None
     record = json.loads(path.read_text())
     xrd_version = record.get("definedBy")
