@@ -170,12 +170,11 @@ def validate_xr(
     """
     catalog = catalog or xrd.catalog()
     api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
-    definition = catalog.definition_for(api_version, kind)
-    if definition is None:
+    if catalog.definition_for(api_version, kind) is None:
         return _problems(
             source, obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
         )
-    return _validate_composite(without_status(obj), source, definition)
+    return validate_object(obj, source, catalog)
 
 
 def defaulted(obj: JSON, catalog: xrd.Catalog | None = None) -> JSON:
