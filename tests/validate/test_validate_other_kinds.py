@@ -132,12 +132,35 @@ def test_a_composition_using_a_known_function():
     assert found(composition()) == []
 
 
-def test_a_composition_must_be_pipeline_mode_with_known_functions():
-    assert found(composition(mode="Resources", function="function-patch-and-transform")) == [
-        "d.yaml: Composition/c: spec.mode: Unsupported value: 'Resources': must be Pipeline",
+def test_a_composition_must_be_pipeline_mode_in_the_words_of_crossplanes_crd():
+    assert found(composition(mode="Resources")) == [
+        'd.yaml: Composition/c: spec.mode: Unsupported value: "Resources": supported values: '
+        '"Pipeline"',
+        "d.yaml: Composition/c: spec: an array of pipeline steps is required in Pipeline mode",
+    ]
+
+
+def test_a_composition_must_use_functions_this_repository_has():
+    assert found(composition(function="function-patch-and-transform")) == [
         "d.yaml: Composition/c: spec.pipeline[0].functionRef.name: unknown function "
         "'function-patch-and-transform': no functions/function-patch-and-transform directory "
         "in the repository",
+    ]
+
+
+def test_xrds_and_compositions_meet_crossplanes_own_crds():
+    """Fields Crossplane's CRDs do not declare are refused, as the API server would."""
+    obj = composition()
+    obj["spec"]["pipeline"][0]["functionref"] = {"name": "x"}
+    assert found(obj) == [
+        'd.yaml: Composition/c: spec.pipeline[0].functionref: unknown field "functionref" '
+        "(not declared in the schema)"
+    ]
+    definition = yaml.safe_load((repo.root() / "apis/modelcaches/definition.yaml").read_text())
+    definition["spec"]["versions"][0].pop("referenceable")
+    assert found(definition) == [
+        "d.yaml: CompositeResourceDefinition/modelcaches.modelplane.ai: "
+        "spec.versions[0].referenceable: Required value"
     ]
 
 

@@ -147,18 +147,32 @@ def validate_object(
     definition = catalog.definition_for(api_version, kind)
     if definition is not None:
         return _validate_composite(obj, source, definition)
-    problems = _problems(source, obj, _check_metadata(obj))
     crossplane = api_version.startswith("apiextensions.crossplane.io/")
     if (kind == "CompositeResourceDefinition" and crossplane) or (
         kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1"
     ):
-        return problems + check_definition(obj, source)
+        return check_definition(obj, source)
     if kind == "Composition" and crossplane:
-        return problems + check_composition(obj, source, catalog)
-    shipped = shipped_crd(api_version, kind)
+        return check_composition(obj, source, catalog)
+    return _against_schema(obj, source)
+
+
+def _against_schema(obj: JSON, source: str) -> list[Problem]:
+    """``obj`` against the CRD shipped for its kind, else its core Kubernetes schema."""
+    shipped = shipped_crd(str(obj.get("apiVersion")), str(obj.get("kind")))
     if shipped is not None:
         return _validate_composite(obj, source, shipped)
-    return problems + _validate_core(obj, source)
+    return _problems(source, obj, _check_metadata(obj)) + _validate_core(obj, source)
+
+
+def _schema_first(obj: JSON, source: str) -> tuple[list[Problem], bool]:
+    """An XRD's, CRD's or Composition's schema problems, and whether the checks that read its
+    spec may run: not when the schema fails outside metadata, nor without a spec (which
+    Crossplane's CRDs allow)."""
+    problems = _against_schema(obj, source)
+    if not isinstance(obj.get("spec"), dict):
+        return [*problems, *_problems(source, obj, [("spec", "Required value")])], False
+    return problems, not any(not p.path.startswith("metadata") for p in problems)
 
 
 def validate_xr(
@@ -395,78 +409,6 @@ def _jsonschema_issues(path: str, error: jsonschema.ValidationError) -> list[tup
 # XRDs
 
 
-_OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_STRING = {"type": "string", "minLength": 1}
-# The parts of an XRD and a Composition these checks read, so malformed ones are reported
-# before anything reads them.
-XRD_SHAPE: JSON = {
-    **_OPEN,
-    "required": ["spec"],
-    "properties": {
-        "spec": {
-            "type": "object",
-            "required": ["group", "names", "versions"],
-            "x-kubernetes-preserve-unknown-fields": True,
-            "properties": {
-                "group": _STRING,
-                "scope": {"type": "string", "enum": ["Namespaced", "Cluster", "LegacyCluster"]},
-                "names": {**_OPEN, "required": ["kind", "plural"],
-                          "properties": {"kind": _STRING, "plural": _STRING}},
-                "versions": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        **_OPEN,
-                        "required": ["name"],
-                        "properties": {
-                            "name": _STRING,
-                            "served": {"type": "boolean"},
-                            "referenceable": {"type": "boolean"},
-                            "schema": {**_OPEN, "properties": {"openAPIV3Schema": _OPEN}},
-                        },
-                    },
-                },
-            },
-        }
-    },
-}  # fmt: skip
-# A CustomResourceDefinition: the same parts, with `storage` instead of `referenceable`.
-CRD_SHAPE: JSON = copy.deepcopy(XRD_SHAPE)
-CRD_SHAPE["properties"]["spec"]["properties"]["scope"]["enum"] = ["Namespaced", "Cluster"]
-CRD_SHAPE["properties"]["spec"]["required"] = ["group", "names", "scope", "versions"]
-_CRD_VERSION = CRD_SHAPE["properties"]["spec"]["properties"]["versions"]["items"]
-_CRD_VERSION["required"] = ["name", "served", "storage"]
-_CRD_VERSION["properties"].pop("referenceable")
-_CRD_VERSION["properties"]["storage"] = {"type": "boolean"}
-COMPOSITION_SHAPE: JSON = {
-    **_OPEN,
-    "required": ["spec"],
-    "properties": {
-        "spec": {
-            **_OPEN,
-            "required": ["compositeTypeRef"],
-            "properties": {
-                "compositeTypeRef": {**_OPEN, "required": ["apiVersion", "kind"],
-                                     "properties": {"apiVersion": _STRING, "kind": _STRING}},
-                "mode": {"type": "string"},
-                "pipeline": {
-                    "type": "array",
-                    "items": {
-                        **_OPEN,
-                        "required": ["step", "functionRef"],
-                        "properties": {
-                            "step": _STRING,
-                            "functionRef": {**_OPEN, "required": ["name"],
-                                            "properties": {"name": _STRING}},
-                        },
-                    },
-                },
-            },
-        }
-    },
-}  # fmt: skip
-
-
 _COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
     **{key: (int,) for key in _COUNTS},
@@ -519,9 +461,10 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     names, versions, structural schemas, defaults, list-map keys, and every CEL rule compiling
     within the cost budget."""
     crd = definition.get("kind") == "CustomResourceDefinition"
-    if shape_issues := openapi.check_value(CRD_SHAPE if crd else XRD_SHAPE, definition):
-        return _problems(source, definition, shape_issues)
-    # The shape guarantees group, names.kind, names.plural and at least one version.
+    problems, readable = _schema_first(definition, source)
+    if not readable:
+        return problems
+    # The schema guarantees group, names.kind, names.plural and each version's name.
     issues: list[tuple[str, str]] = []
     spec = definition["spec"]
     expected = f"{spec['names']['plural']}.{spec['group']}"
@@ -557,7 +500,7 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
         issues.extend(
             check_schema(celrules.with_object_meta(schema), f"{base}.schema.openAPIV3Schema")
         )
-    return _problems(source, definition, issues)
+    return problems + _problems(source, definition, issues)
 
 
 def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str, str]]:
@@ -893,8 +836,9 @@ def check_composition(
     composition: JSON, source: str = "<composition>", catalog: xrd.Catalog | None = None
 ) -> list[Problem]:
     """A Composition must be Pipeline mode, name its type, and use functions this repo has."""
-    if shape_issues := openapi.check_value(COMPOSITION_SHAPE, composition):
-        return _problems(source, composition, shape_issues)
+    problems, readable = _schema_first(composition, source)
+    if not readable:
+        return problems
     issues: list[tuple[str, str]] = []
     spec = composition["spec"]
     ref = spec["compositeTypeRef"]
@@ -905,8 +849,6 @@ def check_composition(
                 f"no XRD defines apiVersion {ref['apiVersion']} kind {ref['kind']}",
             )
         )
-    if spec.get("mode", "Pipeline") != "Pipeline":
-        issues.append(("spec.mode", f"Unsupported value: {spec.get('mode')!r}: must be Pipeline"))
     pipeline = spec.get("pipeline")
     if not isinstance(pipeline, list) or not pipeline:
         issues.append(("spec.pipeline", "Required value: at least one step"))
@@ -915,7 +857,7 @@ def check_composition(
         functions: Path | None = repo.root() / "functions"
     except FileNotFoundError:
         functions = None  # outside the repository there is no function list to check against
-    # The shape guarantees every step is an object with a step name and a functionRef.name.
+    # The schema guarantees every step is an object with a step name and a functionRef.name.
     steps: set[str] = set()
     for index, step in enumerate(pipeline):
         where = f"spec.pipeline[{index}]"
@@ -923,7 +865,9 @@ def check_composition(
             issues.append((f"{where}.step", f"Duplicate value: {step['step']!r}"))
         steps.add(step["step"])
         name = step["functionRef"]["name"]
-        if (
+        if not name:
+            issues.append((f"{where}.functionRef.name", "Required value"))
+        elif (
             functions is not None
             and not (functions / (directory := function_directory(name))).is_dir()
         ):
@@ -934,7 +878,7 @@ def check_composition(
                     "directory in the repository",
                 )
             )
-    return _problems(source, composition, issues)
+    return problems + _problems(source, composition, issues)
 
 
 def relative(path: Path) -> str:
