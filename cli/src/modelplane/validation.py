@@ -373,13 +373,10 @@ def _core_group_matches(schema: JSON, api_version: str, kind: str) -> bool:
 
 
 def _validate_core(obj: JSON, source: str) -> list[Problem]:
-    validator = core_validator(str(obj["apiVersion"]), str(obj["kind"]))
+    api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+    validator = core_validator(api_version, kind)
     if validator is None:
-        return _problems(
-            source,
-            obj,
-            [("", f"no schema for apiVersion {obj['apiVersion']} kind {obj['kind']}")],
-        )
+        return _problems(source, obj, [("", f"no schema for apiVersion {api_version} kind {kind}")])
     issues: list[tuple[str, str]] = []
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
         path = ""
