@@ -156,6 +156,7 @@ def test_xrds_and_compositions_meet_crossplanes_own_crds():
         'd.yaml: Composition/c: spec.pipeline[0].functionref: unknown field "functionref" '
         "(not declared in the schema)"
     ]
+    assert found({**composition(), "spec": None}) == ["d.yaml: Composition/c: spec: Required value"]
     definition = yaml.safe_load((repo.root() / "apis/modelcaches/definition.yaml").read_text())
     definition["spec"]["versions"][0].pop("referenceable")
     assert found(definition) == [
