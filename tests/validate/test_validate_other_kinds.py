@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from modelplane import validation
+import yaml
+from modelplane import repo, validation, xrd
 
 
 def deployment(**container: Any) -> dict[str, Any]:
@@ -130,12 +132,36 @@ def test_a_composition_using_a_known_function():
     assert found(composition()) == []
 
 
-def test_a_composition_must_be_pipeline_mode_with_known_functions():
-    assert found(composition(mode="Resources", function="function-patch-and-transform")) == [
-        "d.yaml: Composition/c: spec.mode: Unsupported value: 'Resources': must be Pipeline",
+def test_a_composition_must_be_pipeline_mode_in_the_words_of_crossplanes_crd():
+    assert found(composition(mode="Resources")) == [
+        'd.yaml: Composition/c: spec.mode: Unsupported value: "Resources": supported values: '
+        '"Pipeline"',
+        "d.yaml: Composition/c: spec: an array of pipeline steps is required in Pipeline mode",
+    ]
+
+
+def test_a_composition_must_use_functions_this_repository_has():
+    assert found(composition(function="function-patch-and-transform")) == [
         "d.yaml: Composition/c: spec.pipeline[0].functionRef.name: unknown function "
         "'function-patch-and-transform': no functions/function-patch-and-transform directory "
         "in the repository",
+    ]
+
+
+def test_xrds_and_compositions_meet_crossplanes_own_crds():
+    """Fields Crossplane's CRDs do not declare are refused, as the API server would."""
+    obj = composition()
+    obj["spec"]["pipeline"][0]["functionref"] = {"name": "x"}
+    assert found(obj) == [
+        'd.yaml: Composition/c: spec.pipeline[0].functionref: unknown field "functionref" '
+        "(not declared in the schema)"
+    ]
+    assert found({**composition(), "spec": None}) == ["d.yaml: Composition/c: spec: Required value"]
+    definition = yaml.safe_load((repo.root() / "apis/modelcaches/definition.yaml").read_text())
+    definition["spec"]["versions"][0].pop("referenceable")
+    assert found(definition) == [
+        "d.yaml: CompositeResourceDefinition/modelcaches.modelplane.ai: "
+        "spec.versions[0].referenceable: Required value"
     ]
 
 
@@ -162,3 +188,26 @@ def test_rbac_names_may_contain_colons_but_other_names_may_not():
         "metadata": {"name": "system:modelplane", "namespace": "default"},
     }
     assert any("metadata.name" in problem for problem in found(config_map))
+
+
+def test_modelplane_kinds_are_checked_against_their_shipped_xrd_away_from_the_repository():
+    """An installed CLI has no apis/ beside it: the XRD schema `modelplane generate` ships with
+    the models stands in, with its CEL rules and Crossplane's own spec fields."""
+    here, away = xrd.catalog(), xrd.Catalog({}, {})
+    examples = [
+        doc
+        for path in sorted((repo.root() / "examples").rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and here.definition_for(str(doc["apiVersion"]), str(doc["kind"]))
+    ]
+    assert {doc["kind"] for doc in examples} >= {"ModelCache", "ModelDeployment", "ModelService"}
+    for doc in examples:
+        assert validation.validate_object(doc, "x.yaml", away) == []
+    cache = next(doc for doc in examples if doc["kind"] == "ModelCache")
+    broken = copy.deepcopy(cache)
+    broken["spec"]["crossplane"] = {"compositionRef": {"name": "modelcache"}}
+    broken["spec"]["huggingFace"].pop("repo")
+    broken["spec"]["sizeGiBs"] = 1
+    found = validation.validate_object(broken, "x.yaml", away)
+    assert found == validation.validate_object(broken, "x.yaml", here)
+    assert {p.path for p in found} == {"spec.sizeGiBs", "spec.huggingFace.repo"}

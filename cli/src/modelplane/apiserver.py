@@ -257,11 +257,7 @@ def builtin_kind(api_version: str, kind: str) -> bool:
     the validator pins), e.g. ``v1 Namespace`` yes, ``v1 Widget`` no."""
     from modelplane import validation  # noqa: PLC0415 - schemas load only when needed
 
-    probe = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "probe"}}
-    return not any(
-        not problem.path and problem.message.startswith("no schema for")
-        for problem in validation.validate_object(probe, "<discovery>")
-    )
+    return validation.core_validator(api_version, kind) is not None
 
 
 def serves(discovery: Discovery, cluster: str, api_version: str, kind: str) -> bool:

@@ -720,7 +720,7 @@ class ControlPlane:
         ]
         if not metadata.get("name"):
             metadata["name"] = generated_name(str(metadata["generateName"]), uid, name)
-        if not kube.valid_name(str(metadata["name"]), str(kind)):
+        if not kube.valid_name(metadata["name"], str(api_version), str(kind)):
             raise ComposeError(
                 f'composed resource "{name}" has an invalid name {metadata["name"]!r}: '
                 "it must be a lowercase RFC 1123 subdomain"

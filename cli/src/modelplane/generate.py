@@ -5,9 +5,11 @@ Each (group, version, kind) becomes one module,
 names of two kinds never clash. Only this command reads ``../shared/crds``; the output is
 committed so a clone with nothing beside it still installs and tests.
 
-Beside each CRD kind's module, ``<kind_lowercase>.crd.json`` keeps what `modelplane validate`
+Beside each kind's module, ``<kind_lowercase>.crd.json`` keeps what `modelplane validate`
 needs to check objects the way the API server does: the version's ``openAPIV3Schema`` as the
-CRD has it (CEL rules, list types, defaults and all) and the CRD's scope.
+CRD or XRD has it (CEL rules, list types, defaults and all), its scope and, for an XRD, its
+apiVersion (``definedBy``), so a CLI installed away from this repository still checks
+Modelplane's own kinds against their XRDs.
 """
 
 from __future__ import annotations
@@ -156,19 +158,27 @@ def _module_path(group: str, version: str, kind: str) -> Path:
     return Path(group.replace(".", "_").replace("-", "_")) / version / f"{kind.lower()}.py"
 
 
-Source = tuple[str, str, str, dict[str, Any], str, dict[str, Any] | None]
+Source = tuple[str, str, str, dict[str, Any], str, dict[str, Any]]
 
 
 def _sources(crds_dir: Path) -> Iterator[Source]:
-    """(group, version, kind, schema, source label, CRD record or None for an XRD) for every
-    model to generate."""
+    """(group, version, kind, schema, source label, CRD record) for every model to generate."""
     for xrd_path in sorted(repo.root().glob("apis/*/definition.yaml")):
         xrd = yaml.safe_load(xrd_path.read_text())
         group, kind = xrd["spec"]["group"], xrd["spec"]["names"]["kind"]
         for version in xrd["spec"]["versions"]:
-            schema = _xr_schema(group, version["name"], kind, version["schema"]["openAPIV3Schema"])
+            openapi = version["schema"]["openAPIV3Schema"]
+            schema = _xr_schema(group, version["name"], kind, openapi)
             label = str(xrd_path.relative_to(repo.root()))
-            yield group, version["name"], kind, schema, label, None
+            record = {
+                "source": label,
+                "apiVersion": f"{group}/{version['name']}",
+                "kind": kind,
+                "scope": xrd["spec"].get("scope", "Namespaced"),
+                "definedBy": xrd["apiVersion"],  # an XRD: Crossplane adds its own spec fields
+                "openAPIV3Schema": openapi,
+            }
+            yield group, version["name"], kind, schema, label, record
     listing = repo.root() / "schemas" / "crds.txt"
     for raw in listing.read_text().splitlines():
         entry = raw.split("#", 1)[0].strip()
@@ -245,10 +255,9 @@ def write_models(target: Path, crds_dir: Path) -> list[Path]:
             path.write_text(code)
             written.append(path)
     for (path, *_), (*_, record) in zip(jobs, sources, strict=True):
-        if record is not None:
-            crd_path = path.with_suffix(".crd.json")
-            crd_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-            written.append(crd_path)
+        crd_path = path.with_suffix(".crd.json")
+        crd_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        written.append(crd_path)
     for directory in sorted({p.parent for p in written} | {p.parent.parent for p in written}):
         (directory / "__init__.py").write_text('"""Generated models."""\n')
     return written

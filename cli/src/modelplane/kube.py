@@ -55,7 +55,8 @@ _CROSSPLANE_OWN_GROUPS = {
     "ops.crossplane.io",
 }
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def group_of(api_version: str) -> str:
@@ -78,13 +79,14 @@ def kind_is_namespaced(api_version: str, kind: str) -> bool:
     return not _LEGACY_MANAGED_GROUP.match(group)
 
 
-def valid_name(name: str, kind: str) -> bool:
-    """RFC 1123 subdomain; RBAC kinds may also contain ':'."""
-    if not name or len(name) > 253:
+def valid_name(name: object, api_version: str, kind: str) -> bool:
+    """Whether the API server accepts ``name`` for this kind: an RFC 1123 subdomain; RBAC
+    names are path segments instead (no '/' or '%', not '.' or '..'), so ':' is allowed."""
+    if not isinstance(name, str) or not name or len(name) > 253:
         return False
-    if kind in {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}:
-        name = name.replace(":", "a")
-    return bool(_SUBDOMAIN.match(name))
+    if kind in _RBAC_KINDS and api_version.startswith("rbac.authorization.k8s.io/"):
+        return name not in {".", ".."} and "/" not in name and "%" not in name
+    return bool(DNS_SUBDOMAIN.match(name))
 
 
 def meta(obj: JSON) -> JSON:

@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import ipaddress
 import json
+import operator
 import re
 import uuid
 from typing import Any
@@ -38,29 +39,20 @@ def join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _matches_type(kind: str, value: Any) -> bool:
-    actual = _type_name(value)
-    if kind == "number":
-        return actual in ("number", "integer")
-    if kind == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return actual == kind
+    """Whether a decoded JSON value is of OpenAPI type ``kind`` (an integral float is an
+    integer, any integer a number)."""
+    if isinstance(value, bool):
+        return kind == "boolean"
+    if isinstance(value, int):
+        return kind in ("integer", "number")
+    if isinstance(value, float):
+        return kind == "number" or (kind == "integer" and value.is_integer())
+    if isinstance(value, str):
+        return kind == "string"
+    if isinstance(value, list):
+        return kind == "array"
+    return kind == ("null" if value is None else "object")
 
 
 def _short(value: Any) -> str:
@@ -101,46 +93,35 @@ def _check_format(fmt: str, value: Any) -> str | None:
 
 @dataclasses.dataclass
 class _Walk:
-    """State of one validation: collected issues, whether to report unknown fields."""
+    """State of one validation: the schema issues, then the rule issues."""
 
-    unknown_fields: bool = True
     issues: list[Issue] = dataclasses.field(default_factory=list)
     rule_issues: list[Issue] = dataclasses.field(default_factory=list)
-    allowed: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     def add(self, path: str, message: str) -> None:
         self.issues.append((path, message))
 
 
-def check_value(
-    schema: JSON,
-    value: Any,
-    path: str = "",
-    *,
-    unknown_fields: bool = True,
-    allowed_extra: dict[str, set[str]] | None = None,
-) -> list[Issue]:
-    """Every problem with ``value`` under ``schema``; ``allowed_extra`` maps a path to field
-    names accepted there though the schema does not declare them (Crossplane's own fields)."""
-    walk = _Walk(unknown_fields=unknown_fields, allowed=allowed_extra or {})
-    _check(walk, schema, value, path)
+def check_value(schema: JSON, value: Any) -> list[Issue]:
+    """Every problem with ``value`` under ``schema``."""
+    walk = _Walk()
+    _check(walk, schema, value, "")
     return walk.issues + walk.rule_issues
 
 
-def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
-    """Validate one node; returns False when its type is wrong (its rules are then skipped)."""
+def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+    """Validate one node; a value of the wrong type gets no further checks (nor rules)."""
     if value is None:
-        if schema.get("nullable"):
-            return True
-        walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
-        return False
+        if not schema.get("nullable"):
+            walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
+        return
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or _matches_type("integer", value)):
             walk.add(path, f"Invalid value: {_short(value)}: must be an integer or a string")
-            return False
+            return
     elif (kind := schema.get("type")) and not _matches_type(kind, value):
         walk.add(path, f"Invalid value: {_short(value)}: must be of type {kind}")
-        return False
+        return
     _check_values(walk, schema, value, path)
     _check_junctors(walk, schema, value, path)
     if isinstance(value, dict):
@@ -148,7 +129,6 @@ def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> bool:
     elif isinstance(value, list):
         _check_array(walk, schema, value, path)
     _check_rules(walk, schema, value, path)
-    return True
 
 
 def _branch_issues(schema: Any, value: Any, path: str) -> list[Issue]:
@@ -177,24 +157,25 @@ def _check_junctors(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
         walk.add(path, "Invalid value: must not match the schema in not")
 
 
+# (bound, its exclusive flag, how a value lies beyond it, the wording of the wanted relation)
+_BOUNDS = (
+    ("minimum", "exclusiveMinimum", operator.lt, "greater than"),
+    ("maximum", "exclusiveMaximum", operator.gt, "less than"),
+)
+
+
 def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
     """Value validations (no structure): enum, bounds, lengths, pattern, format."""
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_short(v) for v in schema["enum"])
         walk.add(path, f"Unsupported value: {_short(value)}: supported values: {supported}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema:
-            low = schema["minimum"]
-            if value < low or (schema.get("exclusiveMinimum") and value == low):
-                relation = "greater than" if schema.get("exclusiveMinimum") else "greater than or"
-                equal = "" if schema.get("exclusiveMinimum") else " equal to"
-                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {low}")
-        if "maximum" in schema:
-            high = schema["maximum"]
-            if value > high or (schema.get("exclusiveMaximum") and value == high):
-                relation = "less than" if schema.get("exclusiveMaximum") else "less than or"
-                equal = "" if schema.get("exclusiveMaximum") else " equal to"
-                walk.add(path, f"Invalid value: {value}: should be {relation}{equal} {high}")
+        for bound, exclusive, beyond, relation in _BOUNDS:
+            if bound in schema:
+                limit, strict = schema[bound], schema.get(exclusive)
+                if beyond(value, limit) or (strict and value == limit):
+                    wanted = relation if strict else f"{relation} or equal to"
+                    walk.add(path, f"Invalid value: {value}: should be {wanted} {limit}")
         if schema.get("multipleOf") and value % schema["multipleOf"]:
             walk.add(path, f"Invalid value: {value}: must be a multiple of {schema['multipleOf']}")
     if isinstance(value, str):
@@ -210,25 +191,19 @@ def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.add(path, f"Invalid value: {_short(value)}: should match '{schema['pattern']}'")
     if (fmt := schema.get("format")) and (problem := _check_format(fmt, value)):
         walk.add(path, f"Invalid value: {_short(value)}: {problem}")
-    if isinstance(value, list):
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            walk.add(path, f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
-        if "minItems" in schema and len(value) < schema["minItems"]:
+    if isinstance(value, list | dict):
+        noun, most, least = (
+            ("items", "maxItems", "minItems")
+            if isinstance(value, list)
+            else ("properties", "maxProperties", "minProperties")
+        )
+        if most in schema and len(value) > schema[most]:
+            walk.add(path, f"Too many: {len(value)}: must have at most {schema[most]} {noun}")
+        if least in schema and len(value) < schema[least]:
             walk.add(
-                path, f"Invalid value: {len(value)}: must have at least {schema['minItems']} items"
+                path, f"Invalid value: {len(value)}: must have at least {schema[least]} {noun}"
             )
     if isinstance(value, dict):
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            walk.add(
-                path,
-                f"Too many: {len(value)}: must have at most {schema['maxProperties']} properties",
-            )
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            walk.add(
-                path,
-                f"Invalid value: {len(value)}: must have at least "
-                f"{schema['minProperties']} properties",
-            )
         for name in schema.get("required") or []:
             if name not in value:
                 walk.add(join(path, name), "Required value")
@@ -246,7 +221,6 @@ def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
     extra = schema.get("additionalProperties")
     keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
     embedded = schema.get("x-kubernetes-embedded-resource")
-    allowed = walk.allowed.get(path, set())
     for name, item in value.items():
         child = f"{path}[{name}]" if isinstance(extra, dict) else join(path, name)
         if name in properties:
@@ -255,7 +229,7 @@ def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
             _check(walk, extra, item, child)
         elif embedded and name in ("apiVersion", "kind", "metadata"):
             continue
-        elif not keep_unknown and walk.unknown_fields and name not in allowed:
+        elif not keep_unknown:
             walk.add(child, f'unknown field "{name}" (not declared in the schema)')
 
 

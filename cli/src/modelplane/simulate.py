@@ -277,16 +277,12 @@ def _kubernetes_summary(obj: JSON) -> str:
 def _printer_columns(plane: ControlPlane, obj: JSON) -> str:
     api_version = str(obj.get("apiVersion"))
     definition = plane.catalog.definition_for(api_version, str(obj.get("kind")))
-    if definition is None:
-        return ""
+    version = definition.version(api_version) if definition else None
     cells = []
-    for version in definition.body["spec"]["versions"]:
-        if f"{definition.group}/{version['name']}" != api_version:
-            continue
-        for column in version.get("additionalPrinterColumns") or []:
-            value = lookup(obj, str(column.get("jsonPath", "")))
-            if value is not None and value != "":
-                cells.append(f"{str(column['name']).lower()}={value}")
+    for column in (version or {}).get("additionalPrinterColumns") or []:
+        value = lookup(obj, str(column.get("jsonPath", "")))
+        if value is not None and value != "":
+            cells.append(f"{str(column['name']).lower()}={value}")
     return " ".join(cells)
 
 

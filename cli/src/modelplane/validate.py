@@ -97,39 +97,7 @@ def catalog_with(documents: list[Document]) -> xrd.Catalog:
         base = xrd.catalog()
     except FileNotFoundError:
         base = xrd.Catalog({}, {})
-    definitions = dict(base.definitions)
-    compositions = {key: list(value) for key, value in base.compositions.items()}
-    for doc in documents:
-        body = doc.body
-        if not isinstance(body, dict):
-            continue
-        api_version = str(body.get("apiVersion", ""))
-        try:
-            if body.get("kind") == "CustomResourceDefinition" and api_version.startswith(
-                "apiextensions.k8s.io/"
-            ):
-                definition = xrd.Definition(Path(doc.file), body)
-                definitions[(definition.group, definition.kind)] = definition
-                continue
-            if not api_version.startswith("apiextensions.crossplane.io/"):
-                continue
-            if body.get("kind") == "CompositeResourceDefinition":
-                definition = xrd.Definition(Path(doc.file), body)
-                definitions[(definition.group, definition.kind)] = definition
-            elif body.get("kind") == "Composition":
-                ref = body["spec"]["compositeTypeRef"]
-                compositions.setdefault((ref["apiVersion"], ref["kind"]), []).insert(
-                    0, (Path(doc.file), body)
-                )
-        except (KeyError, TypeError):
-            continue  # malformed; validate_object reports it
-    return xrd.Catalog(definitions, compositions)
-
-
-def validate_paths(paths: list[Path]) -> tuple[int, list[str]]:
-    """(number of valid objects, every problem as a line)."""
-    valid, problems = check_paths(paths)
-    return valid, [str(p) for p in problems]
+    return base.with_documents((Path(doc.file), doc.body) for doc in documents)
 
 
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
@@ -168,12 +136,11 @@ def _validate(doc: Document, catalog: xrd.Catalog) -> list[Problem]:
     try:
         return validate_object(doc.body, doc.file, catalog)
     except RecursionError:
-        kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
         message = "nested too deeply to validate here (several hundred levels); not checked"
-        return [Problem(doc.file, str(kind), f"(line {doc.line})", "", message)]
     except Exception as err:  # a bug here must still name the object, never a traceback
-        kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
-        return [Problem(doc.file, str(kind), f"(line {doc.line})", "", f"internal error: {err!r}")]
+        message = f"internal error: {err!r}"
+    kind = doc.body.get("kind", "?") if isinstance(doc.body, dict) else "?"
+    return [Problem(doc.file, str(kind), f"(line {doc.line})", "", message)]
 
 
 @click.command("validate")

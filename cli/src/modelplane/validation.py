@@ -2,8 +2,9 @@
 
 * Modelplane kinds (XRDs in apis/): the XRD's structural schema after defaulting, then every
   ``x-kubernetes-validations`` CEL rule (``celrules``).
-* Other kinds: the generated Pydantic models (``modelplane_schemas.generated``), else the core
-  Kubernetes schemas of ``kubernetes-validate`` (strict, Kubernetes ``KUBERNETES_VERSION``).
+* Other kinds: the CRD (or XRD) shipped beside the generated models
+  (``modelplane_schemas.generated``), else the core Kubernetes schemas of
+  ``kubernetes-validate`` (strict, Kubernetes ``KUBERNETES_VERSION``).
 * XRDs and Compositions themselves: ``check_definition`` and ``check_composition``.
 
 Every function returns a list of ``Problem``; an empty list means the API server would accept it.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import json
 import re
 from functools import cache
@@ -22,19 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pydantic
 from kubernetes_validate import utils as kubernetes_validate
 from modelplane_common.managed import without_status
+from modelplane_schemas import generated
 
 from modelplane import celrules, openapi, repo, xrd
+from modelplane.kube import DNS_SUBDOMAIN, valid_name
 from modelplane.openapi import join
 from modelplane.project import function_directory
 
 JSON = dict[str, Any]
 KUBERNETES_VERSION = "1.35"  # GKE default in the spec; DRA resource.k8s.io/v1 is GA
-GENERATED = "modelplane_schemas.generated"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -100,9 +99,6 @@ def _with_crossplane_fields(schema: JSON, legacy: bool) -> JSON:
     return {**schema, "properties": {**schema["properties"], "spec": spec}}
 
 
-VALID_RULE_REASONS = set(openapi.CEL_REASONS)
-
-
 @dataclasses.dataclass(frozen=True)
 class Problem:
     file: str
@@ -151,22 +147,32 @@ def validate_object(
     definition = catalog.definition_for(api_version, kind)
     if definition is not None:
         return _validate_composite(obj, source, definition)
-    problems = _problems(source, obj, _check_metadata(obj))
-    if kind == "CompositeResourceDefinition" and api_version.startswith(
-        "apiextensions.crossplane.io/"
+    crossplane = api_version.startswith("apiextensions.crossplane.io/")
+    if (kind == "CompositeResourceDefinition" and crossplane) or (
+        kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1"
     ):
-        return problems + check_definition(obj, source)
-    if kind == "CustomResourceDefinition" and api_version == "apiextensions.k8s.io/v1":
-        return problems + check_definition(obj, source)
-    if kind == "Composition" and api_version.startswith("apiextensions.crossplane.io/"):
-        return problems + check_composition(obj, source, catalog)
-    shipped = shipped_crd(api_version, kind)
+        return check_definition(obj, source)
+    if kind == "Composition" and crossplane:
+        return check_composition(obj, source, catalog)
+    return _against_schema(obj, source)
+
+
+def _against_schema(obj: JSON, source: str) -> list[Problem]:
+    """``obj`` against the CRD shipped for its kind, else its core Kubernetes schema."""
+    shipped = shipped_crd(str(obj.get("apiVersion")), str(obj.get("kind")))
     if shipped is not None:
         return _validate_composite(obj, source, shipped)
-    model = generated_model(api_version, kind)
-    if model is not None:
-        return problems + _validate_with_model(obj, source, model)
-    return problems + _validate_core(obj, source)
+    return _problems(source, obj, _check_metadata(obj)) + _validate_core(obj, source)
+
+
+def _schema_first(obj: JSON, source: str) -> tuple[list[Problem], bool]:
+    """An XRD's, CRD's or Composition's schema problems, and whether the checks that read its
+    spec may run: not when the schema fails outside metadata, nor without a spec (which
+    Crossplane's CRDs allow)."""
+    problems = _against_schema(obj, source)
+    if not isinstance(obj.get("spec"), dict):
+        return [*problems, *_problems(source, obj, [("spec", "Required value")])], False
+    return problems, not any(not p.path.startswith("metadata") for p in problems)
 
 
 def validate_xr(
@@ -178,12 +184,11 @@ def validate_xr(
     """
     catalog = catalog or xrd.catalog()
     api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
-    definition = catalog.definition_for(api_version, kind)
-    if definition is None:
+    if catalog.definition_for(api_version, kind) is None:
         return _problems(
             source, obj, [("", f"no XRD in apis/ defines apiVersion {api_version} kind {kind}")]
         )
-    return _validate_composite(without_status(obj), source, definition)
+    return validate_object(obj, source, catalog)
 
 
 def defaulted(obj: JSON, catalog: xrd.Catalog | None = None) -> JSON:
@@ -216,19 +221,17 @@ def _prune_nulls(schema: JSON, value: Any) -> Any:
 
 def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> list[Problem]:
     api_version = str(obj["apiVersion"])
-    schema = definition.schema(api_version)
-    if schema is None:
+    version = definition.version(api_version)
+    if version is None:
         served = ", ".join(
             f"{definition.group}/{v['name']}" for v in definition.body["spec"]["versions"]
         )
         return _problems(
             source, obj, [("apiVersion", f"{api_version} is not served (served: {served})")]
         )
-    for version in definition.body["spec"]["versions"]:
-        if f"{definition.group}/{version['name']}" == api_version and not version.get(
-            "served", True
-        ):
-            return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
+    if not version.get("served", True):
+        return _problems(source, obj, [("apiVersion", f"{api_version} is not served")])
+    schema = version["schema"]["openAPIV3Schema"]
     issues = _check_metadata(obj)
     value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
     if definition.is_crd:
@@ -238,26 +241,11 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             definition.body["spec"].get("scope") == "LegacyCluster"
         )
         root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
-    allowed = {"": {"apiVersion", "kind", "metadata"}}
-    for path, message in openapi.check_value(root, value, allowed_extra=allowed):
+    for path, message in openapi.check_value(root, value):
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
             continue  # identity and metadata are checked above, as ObjectMeta
         issues.append((path, message))
     return _problems(source, obj, issues)
-
-
-# RBAC names are path segments, not DNS names: the API server also allows ':' in them.
-_RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
-
-
-def _valid_name(obj: JSON, name: object) -> bool:
-    if not isinstance(name, str) or len(name) > 253:
-        return False
-    if obj.get("kind") in _RBAC_KINDS and str(obj.get("apiVersion", "")).startswith(
-        "rbac.authorization.k8s.io/"
-    ):
-        return bool(name) and name not in {".", ".."} and "/" not in name and "%" not in name
-    return bool(_DNS_SUBDOMAIN.match(name))
 
 
 def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
@@ -271,7 +259,9 @@ def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
     name = metadata.get("name")
     if name is None and not metadata.get("generateName"):
         issues.append(("metadata.name", "Required value: name or generateName is required"))
-    elif name is not None and not _valid_name(obj, name):
+    elif name is not None and not valid_name(
+        name, str(obj.get("apiVersion")), str(obj.get("kind"))
+    ):
         issues.append(
             (
                 "metadata.name",
@@ -306,42 +296,30 @@ def _check_metadata(obj: JSON) -> list[tuple[str, str]]:
 
 def _valid_qualified_name(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
         return False
     return len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
 
 # ---------------------------------------------------------------------------------------------
-# Other kinds: generated models and core Kubernetes schemas
-
-
-def _generated(api_version: str, *name: str) -> Any:
-    """The generated package of an apiVersion (or a module in it), or None."""
-    group, _, version = api_version.rpartition("/")
-    if not group:
-        return None
-    package = group.replace(".", "_").replace("-", "_")
-    try:
-        return importlib.import_module(".".join((GENERATED, package, version, *name)))
-    except ImportError:
-        return None
+# Other kinds: shipped CRDs and core Kubernetes schemas
 
 
 @cache
 def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
-    """The CRD Modelplane ships for a kind it composes or reads (``schemas/crds.txt``, kept by
-    `modelplane generate` as ``<kind>.crd.json``), as a one-version definition; None if none."""
+    """The CRD or XRD Modelplane ships for a kind it defines, composes or reads (apis/ and
+    ``schemas/crds.txt``, kept by `modelplane generate` as ``<kind>.crd.json`` beside the
+    kind's model), as a one-version definition; None if none."""
     group, _, version = api_version.rpartition("/")
-    module = _generated(api_version)
-    if module is None:
-        return None
-    path = Path(next(iter(module.__path__))) / f"{kind.lower()}.crd.json"
-    if not path.is_file():
+    package = group.replace(".", "_").replace("-", "_")
+    path = Path(generated.__file__).parent / package / version / f"{kind.lower()}.crd.json"
+    if not group or not path.is_file():
         return None
     record = json.loads(path.read_text())
+    xrd_version = record.get("definedBy")
     body = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
+        "apiVersion": xrd_version or "apiextensions.k8s.io/v1",
+        "kind": "CompositeResourceDefinition" if xrd_version else "CustomResourceDefinition",
         "spec": {
             "group": group,
             "scope": record["scope"],
@@ -358,55 +336,8 @@ def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
     return xrd.Definition(path, body)
 
 
-def generated_model(api_version: str, kind: str) -> type[pydantic.BaseModel] | None:
-    """The generated model of a CRD kind, or None if there is none."""
-    module = _generated(api_version, kind.lower())
-    model = getattr(module, kind, None) if module is not None else None
-    return model if isinstance(model, type) and issubclass(model, pydantic.BaseModel) else None
-
-
-def _validate_with_model(obj: JSON, source: str, model: type[pydantic.BaseModel]) -> list[Problem]:
-    try:
-        model.model_validate(obj)
-    except pydantic.ValidationError as err:
-        by_path: dict[str, list[str]] = {}
-        for error in err.errors():
-            path = _pydantic_path(obj, error["loc"], error["type"])
-            message = _pydantic_message(error)
-            by_path.setdefault(path, [])
-            if message not in by_path[path]:
-                by_path[path].append(message)
-        return _problems(source, obj, [(p, " or ".join(m)) for p, m in by_path.items()])
-    return []
-
-
-def _pydantic_path(obj: Any, loc: tuple[Any, ...], error_type: str) -> str:
-    """Turn a pydantic location into a field path, skipping union and validator tags."""
-    path, current = "", obj
-    for index, part in enumerate(loc):
-        last = index == len(loc) - 1
-        if isinstance(current, dict) and isinstance(part, str) and part in current:
-            path, current = join(path, part), current[part]
-        elif isinstance(current, list) and isinstance(part, int) and part < len(current):
-            path, current = f"{path}[{part}]", current[part]
-        elif last and error_type == "missing" and isinstance(part, str):
-            path = join(path, part)
-    return path
-
-
-def _pydantic_message(error: Any) -> str:
-    kind = error["type"]
-    if kind == "missing":
-        return "Required value"
-    if kind == "extra_forbidden":
-        return f'unknown field "{error["loc"][-1]}" (not declared in the schema)'
-    value = error.get("input")
-    shown = json.dumps(value, default=str) if not isinstance(value, dict | list) else kind
-    return f"Invalid value: {shown}: {error['msg']}"
-
-
 @cache
-def _core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+def core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     """A validator for a core kind in kubernetes-validate's strict schemas, or None."""
     version = kubernetes_validate.major_minor(KUBERNETES_VERSION)
     api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
@@ -442,13 +373,10 @@ def _core_group_matches(schema: JSON, api_version: str, kind: str) -> bool:
 
 
 def _validate_core(obj: JSON, source: str) -> list[Problem]:
-    validator = _core_validator(str(obj["apiVersion"]), str(obj["kind"]))
+    api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+    validator = core_validator(api_version, kind)
     if validator is None:
-        return _problems(
-            source,
-            obj,
-            [("", f"no schema for apiVersion {obj['apiVersion']} kind {obj['kind']}")],
-        )
+        return _problems(source, obj, [("", f"no schema for apiVersion {api_version} kind {kind}")])
     issues: list[tuple[str, str]] = []
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
         path = ""
@@ -476,86 +404,6 @@ def _jsonschema_issues(path: str, error: jsonschema.ValidationError) -> list[tup
 
 # ---------------------------------------------------------------------------------------------
 # XRDs
-
-
-_OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_STRING = {"type": "string", "minLength": 1}
-# The parts of an XRD and a Composition these checks read, so malformed ones are reported
-# before anything reads them.
-XRD_SHAPE: JSON = {
-    "type": "object",
-    "required": ["spec"],
-    "properties": {
-        "spec": {
-            "type": "object",
-            "required": ["group", "names", "versions"],
-            "x-kubernetes-preserve-unknown-fields": True,
-            "properties": {
-                "group": _STRING,
-                "scope": {"type": "string", "enum": ["Namespaced", "Cluster", "LegacyCluster"]},
-                "names": {**_OPEN, "required": ["kind", "plural"],
-                          "properties": {"kind": _STRING, "plural": _STRING}},
-                "versions": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        **_OPEN,
-                        "required": ["name"],
-                        "properties": {
-                            "name": _STRING,
-                            "served": {"type": "boolean"},
-                            "referenceable": {"type": "boolean"},
-                            "schema": {**_OPEN, "properties": {"openAPIV3Schema": _OPEN}},
-                        },
-                    },
-                },
-            },
-        }
-    },
-}  # fmt: skip
-# A CustomResourceDefinition: the same parts, with `storage` instead of `referenceable`.
-CRD_SHAPE: JSON = copy.deepcopy(XRD_SHAPE)
-CRD_SHAPE["properties"]["spec"]["properties"]["scope"]["enum"] = ["Namespaced", "Cluster"]
-CRD_SHAPE["properties"]["spec"]["required"] = ["group", "names", "scope", "versions"]
-_CRD_VERSION = CRD_SHAPE["properties"]["spec"]["properties"]["versions"]["items"]
-_CRD_VERSION["required"] = ["name", "served", "storage"]
-_CRD_VERSION["properties"].pop("referenceable")
-_CRD_VERSION["properties"]["storage"] = {"type": "boolean"}
-COMPOSITION_SHAPE: JSON = {
-    "type": "object",
-    "required": ["spec"],
-    "properties": {
-        "spec": {
-            **_OPEN,
-            "required": ["compositeTypeRef"],
-            "properties": {
-                "compositeTypeRef": {**_OPEN, "required": ["apiVersion", "kind"],
-                                     "properties": {"apiVersion": _STRING, "kind": _STRING}},
-                "mode": {"type": "string"},
-                "pipeline": {
-                    "type": "array",
-                    "items": {
-                        **_OPEN,
-                        "required": ["step", "functionRef"],
-                        "properties": {
-                            "step": _STRING,
-                            "functionRef": {**_OPEN, "required": ["name"],
-                                            "properties": {"name": _STRING}},
-                        },
-                    },
-                },
-            },
-        }
-    },
-}  # fmt: skip
-
-
-def _shape_issues(shape: JSON, body: JSON) -> list[tuple[str, str]]:
-    return [
-        (path, message)
-        for path, message in openapi.check_value(shape, body, unknown_fields=False)
-        if not path.startswith(("metadata", "apiVersion", "kind"))
-    ]
 
 
 _COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
@@ -610,35 +458,27 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     names, versions, structural schemas, defaults, list-map keys, and every CEL rule compiling
     within the cost budget."""
     crd = definition.get("kind") == "CustomResourceDefinition"
-    if shape_issues := _shape_issues(CRD_SHAPE if crd else XRD_SHAPE, definition):
-        return _problems(source, definition, shape_issues)
+    problems, readable = _schema_first(definition, source)
+    if not readable:
+        return problems
+    # The schema guarantees group, names.kind, names.plural and each version's name.
     issues: list[tuple[str, str]] = []
     spec = definition["spec"]
-    for field in ("group", "names"):
-        if not spec.get(field):
-            issues.append((f"spec.{field}", "Required value"))
-    names = spec.get("names") or {}
-    for field in ("kind", "plural"):
-        if not names.get(field):
-            issues.append((f"spec.names.{field}", "Required value"))
-    expected = f"{names.get('plural')}.{spec.get('group')}"
+    expected = f"{spec['names']['plural']}.{spec['group']}"
     metadata = definition.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    if names.get("plural") and spec.get("group") and name != expected:
+    if name != expected:
         issues.append(("metadata.name", f"Invalid value: {name!r}: must be {expected!r}"))
-    versions = spec.get("versions")
-    if not isinstance(versions, list) or not versions:
-        issues.append(("spec.versions", "Required value: at least one version"))
-        versions = []
+    versions = spec["versions"]
     if crd:
-        if versions and sum(bool(v.get("storage")) for v in versions) != 1:
+        if sum(bool(v.get("storage")) for v in versions) != 1:
             issues.append(
                 (
                     "spec.versions",
                     "Invalid value: must have exactly one version marked as storage version",
                 )
             )
-    elif versions and sum(bool(v.get("referenceable")) for v in versions) != 1:
+    elif sum(bool(v.get("referenceable")) for v in versions) != 1:
         issues.append(("spec.versions", "exactly one version must be referenceable"))
     seen: set[str] = set()
     for index, version in enumerate(versions):
@@ -657,7 +497,7 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
         issues.extend(
             check_schema(celrules.with_object_meta(schema), f"{base}.schema.openAPIV3Schema")
         )
-    return _problems(source, definition, issues)
+    return problems + _problems(source, definition, issues)
 
 
 def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str, str]]:
@@ -715,7 +555,11 @@ def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
     def visit(node: JSON, path: str, bound: int | None, junctor: bool, loose: str | None) -> None:
         cardinality = bound if bound is not None else celrules.max_cardinality(node)
         out.append(_SchemaNode(path, node, cardinality, junctor, loose))
-        inner = bound * _elements(node) if bound is not None and celrules.is_bounded(node) else None
+        inner = (
+            bound * celrules.max_elements(node)
+            if bound is not None and celrules.is_bounded(node)
+            else None
+        )
         for name, sub in (node.get("properties") or {}).items():
             if isinstance(sub, dict):
                 visit(sub, f"{path}.properties[{name}]", bound, junctor, loose)
@@ -740,10 +584,6 @@ def _schema_nodes(schema: JSON) -> list[_SchemaNode]:
 
     visit(schema, "", 1, False, None)
     return out
-
-
-def _elements(node: JSON) -> int:
-    return celrules.max_elements(node)
 
 
 _TYPES = {"object", "array", "string", "integer", "number", "boolean"}
@@ -916,12 +756,12 @@ def _check_rule(
             )
         )
     reason = rule.get("reason")
-    if reason is not None and reason not in VALID_RULE_REASONS:
+    if reason is not None and reason not in openapi.CEL_REASONS:
         issues.append(
             (
                 "reason",
                 f"Unsupported value: {reason!r}: supported values: "
-                + ", ".join(sorted(VALID_RULE_REASONS)),
+                + ", ".join(sorted(openapi.CEL_REASONS)),
             )
         )
     field_path = rule.get("fieldPath")
@@ -993,8 +833,9 @@ def check_composition(
     composition: JSON, source: str = "<composition>", catalog: xrd.Catalog | None = None
 ) -> list[Problem]:
     """A Composition must be Pipeline mode, name its type, and use functions this repo has."""
-    if shape_issues := _shape_issues(COMPOSITION_SHAPE, composition):
-        return _problems(source, composition, shape_issues)
+    problems, readable = _schema_first(composition, source)
+    if not readable:
+        return problems
     issues: list[tuple[str, str]] = []
     spec = composition["spec"]
     ref = spec["compositeTypeRef"]
@@ -1005,8 +846,6 @@ def check_composition(
                 f"no XRD defines apiVersion {ref['apiVersion']} kind {ref['kind']}",
             )
         )
-    if spec.get("mode", "Pipeline") != "Pipeline":
-        issues.append(("spec.mode", f"Unsupported value: {spec.get('mode')!r}: must be Pipeline"))
     pipeline = spec.get("pipeline")
     if not isinstance(pipeline, list) or not pipeline:
         issues.append(("spec.pipeline", "Required value: at least one step"))
@@ -1015,23 +854,19 @@ def check_composition(
         functions: Path | None = repo.root() / "functions"
     except FileNotFoundError:
         functions = None  # outside the repository there is no function list to check against
+    # The schema guarantees every step is an object with a step name and a functionRef.name.
     steps: set[str] = set()
     for index, step in enumerate(pipeline):
         where = f"spec.pipeline[{index}]"
-        if not isinstance(step, dict):
-            issues.append((where, "Invalid value: must be an object"))
-            continue
-        if not step.get("step"):
-            issues.append((f"{where}.step", "Required value"))
-        elif step["step"] in steps:
+        if step["step"] in steps:
             issues.append((f"{where}.step", f"Duplicate value: {step['step']!r}"))
-        steps.add(step.get("step"))
-        name = (step.get("functionRef") or {}).get("name")
+        steps.add(step["step"])
+        name = step["functionRef"]["name"]
         if not name:
             issues.append((f"{where}.functionRef.name", "Required value"))
         elif (
             functions is not None
-            and not (functions / (directory := function_directory(str(name)))).is_dir()
+            and not (functions / (directory := function_directory(name))).is_dir()
         ):
             issues.append(
                 (
@@ -1040,7 +875,7 @@ def check_composition(
                     "directory in the repository",
                 )
             )
-    return _problems(source, composition, issues)
+    return problems + _problems(source, composition, issues)
 
 
 def relative(path: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,16 +41,19 @@ class Definition:
         # An apiextensions v2 XRD defaults to Namespaced; v1 XRDs are LegacyCluster.
         return self.body["spec"].get("scope", "Namespaced") == "Namespaced"
 
+    def version(self, api_version: str) -> JSON | None:
+        """The ``spec.versions`` entry of ``api_version`` (group/version), or None."""
+        versions = self.body["spec"]["versions"]
+        return next((v for v in versions if f"{self.group}/{v['name']}" == api_version), None)
+
     def schema(self, api_version: str) -> JSON | None:
-        for version in self.body["spec"]["versions"]:
-            if f"{self.group}/{version['name']}" == api_version:
-                return version["schema"]["openAPIV3Schema"]
-        return None
+        version = self.version(api_version)
+        return version["schema"]["openAPIV3Schema"] if version else None
 
 
 @dataclasses.dataclass(frozen=True)
 class Catalog:
-    definitions: dict[tuple[str, str], Definition]  # (group, kind) -> XRD
+    definitions: dict[tuple[str, str], Definition]  # (group, kind) -> XRD or CRD
     compositions: dict[tuple[str, str], list[tuple[Path, JSON]]]  # (apiVersion, kind) -> list
 
     def definition_for(self, api_version: str, kind: str) -> Definition | None:
@@ -59,21 +63,42 @@ class Catalog:
         found = self.compositions.get((api_version, kind), [])
         return found[0] if found else None
 
-
-def read_catalog(apis: Path) -> Catalog:
-    definitions: dict[tuple[str, str], Definition] = {}
-    compositions: dict[tuple[str, str], list[tuple[Path, JSON]]] = {}
-    for path in sorted(apis.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+    def with_documents(self, documents: Iterable[tuple[Path, Any]]) -> Catalog:
+        """This catalog plus the XRDs, CRDs and Compositions among ``documents``; a later one
+        overrides an earlier one of the same kind or type. Malformed ones are skipped (the
+        validator reports them)."""
+        definitions = dict(self.definitions)
+        compositions = {key: list(value) for key, value in self.compositions.items()}
+        for path, doc in documents:
             if not isinstance(doc, dict):
                 continue
-            if doc.get("kind") == "CompositeResourceDefinition":
-                definition = Definition(path, doc)
-                definitions[(definition.group, definition.kind)] = definition
-            elif doc.get("kind") == "Composition":
-                ref = doc["spec"]["compositeTypeRef"]
-                compositions.setdefault((ref["apiVersion"], ref["kind"]), []).append((path, doc))
-    return Catalog(definitions, compositions)
+            group, kind = str(doc.get("apiVersion", "")).split("/")[0], doc.get("kind")
+            try:
+                if (group, kind) in _DEFINITION_KINDS:
+                    definition = Definition(path, doc)
+                    definitions[(definition.group, definition.kind)] = definition
+                elif (group, kind) == ("apiextensions.crossplane.io", "Composition"):
+                    ref = doc["spec"]["compositeTypeRef"]
+                    key = (ref["apiVersion"], ref["kind"])
+                    compositions.setdefault(key, []).insert(0, (path, doc))
+            except (KeyError, TypeError):
+                continue
+        return Catalog(definitions, compositions)
+
+
+_DEFINITION_KINDS = {
+    ("apiextensions.crossplane.io", "CompositeResourceDefinition"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+}
+
+
+def read_catalog(apis: Path) -> Catalog:
+    documents = (
+        (path, doc)
+        for path in sorted(apis.rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+    )
+    return Catalog({}, {}).with_documents(documents)
 
 
 @cache
@@ -98,9 +123,8 @@ def _default(schema: JSON, value: Any) -> None:
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         for name, sub in properties.items():
-            if (name not in value or value[name] is None) and "default" in sub:
-                if value.get(name) is None and sub.get("nullable") and name in value:
-                    continue
+            unset = name not in value or (value[name] is None and not sub.get("nullable"))
+            if unset and "default" in sub:
                 value[name] = copy.deepcopy(sub["default"])
             if name in value:
                 _default(sub, value[name])
