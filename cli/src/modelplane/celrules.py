@@ -169,6 +169,7 @@ _TYPE_NAMES = (
     "type",
 )
 BOOL = Shape("bool")
+_OPTIONAL_METHODS = ("hasValue", "value", "orValue", "or", "optMap", "optFlatMap", "type", "dyn")
 INT = Shape("int")
 
 
@@ -431,6 +432,12 @@ class Estimator:
         arg_results = [self.estimate(a) for a in args]
         cost += sum(c for c, _ in arg_results)
         length = shape.size
+        if shape.kind == "optional" and name not in _OPTIONAL_METHODS:
+            # The format library's results are declared dyn to the engine; typed here.
+            raise RuleError(
+                f"compilation failed: found no matching overload for '{name}' applied to "
+                "'(optional_type)'"
+            )
         if name in ("size", "type", "dyn"):
             return cost + 1, INT if name == "size" else shape
         if name in ("contains", "startsWith", "endsWith", "indexOf", "lastIndexOf"):
