@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
+from modelplane import openapi
 from modelplane.main import cli
 
 SPEC = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
@@ -75,10 +76,13 @@ REPLICAS = {
 def test_a_custom_resource_of_a_crd_in_the_set_is_validated_against_it(tmp_path):
     code, report = run(tmp_path, crd(REPLICAS), widget({"replicas": 20, "colour": "red"}))
     assert code == 1
+    # An unknown field fails strict decoding before any rule runs.
     assert messages(report) == {
-        "spec": "too many replicas",  # maxReplicas defaulted to 10, then the rule ran
-        "spec.colour": 'unknown field "colour" (not declared in the schema)',
+        "spec.colour": 'unknown field "colour" (not declared in the schema)'
     }
+    code, report = run(tmp_path, crd(REPLICAS), widget({"replicas": 20}))
+    assert code == 1
+    assert messages(report) == {"spec": "too many replicas"}  # maxReplicas defaulted to 10
     code, report = run(tmp_path, crd(REPLICAS), widget({"replicas": 3}))
     assert (code, report["valid"]) == (0, 2)
 
@@ -376,7 +380,10 @@ def test_nulls_defaults_and_list_types_as_the_api_server_applies_them(tmp_path):
     spec = {"nick": None, "note": None, "size": None, "tags": ["a", "b"]}
     assert run(tmp_path, crd(schema), widget(spec))[0] == 0
     code, report = run(tmp_path, crd(schema), widget({**spec, "tags": ["a", "a"]}))
-    assert (code, messages(report)) == (1, {"spec.tags[1]": 'Duplicate value: "a"'})
+    assert (code, messages(report)) == (
+        1,
+        {"spec.tags[1]": 'Duplicate value: "a"', "": openapi.RULES_NOT_CHECKED},
+    )
 
 
 def test_manifests_in_memory_are_checked_as_a_set():

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import yaml
-from modelplane import repo, validation, xrd
+from modelplane import openapi, repo, validation, xrd
 
 
 def deployment(**container: Any) -> dict[str, Any]:
@@ -136,7 +136,9 @@ def test_a_composition_must_be_pipeline_mode_in_the_words_of_crossplanes_crd():
     assert found(composition(mode="Resources")) == [
         'd.yaml: Composition/c: spec.mode: Unsupported value: "Resources": supported values: '
         '"Pipeline"',
-        "d.yaml: Composition/c: spec: an array of pipeline steps is required in Pipeline mode",
+        # The CRD's rule ("an array of pipeline steps is required in Pipeline mode") waits for
+        # the schema error to be fixed, as on the API server.
+        f"d.yaml: Composition/c: {openapi.RULES_NOT_CHECKED}",
     ]
 
 
@@ -161,7 +163,9 @@ def test_xrds_and_compositions_meet_crossplanes_own_crds():
     definition["spec"]["versions"][0].pop("referenceable")
     assert found(definition) == [
         "d.yaml: CompositeResourceDefinition/modelcaches.modelplane.ai: "
-        "spec.versions[0].referenceable: Required value"
+        "spec.versions[0].referenceable: Required value",
+        "d.yaml: CompositeResourceDefinition/modelcaches.modelplane.ai: "
+        + openapi.RULES_NOT_CHECKED,
     ]
 
 
@@ -210,4 +214,4 @@ def test_modelplane_kinds_are_checked_against_their_shipped_xrd_away_from_the_re
     broken["spec"]["sizeGiBs"] = 1
     found = validation.validate_object(broken, "x.yaml", away)
     assert found == validation.validate_object(broken, "x.yaml", here)
-    assert {p.path for p in found} == {"spec.sizeGiBs", "spec.huggingFace.repo"}
+    assert {p.path for p in found} == {"spec.sizeGiBs", "spec.huggingFace.repo", ""}

@@ -102,11 +102,44 @@ class _Walk:
         self.issues.append((path, message))
 
 
+# What the API server says instead of running any x-kubernetes-validations rule when the
+# object already fails its schema (a real server answers "spec.selector: Required value" and
+# this, never the rules' own messages, until the schema errors are fixed).
+RULES_NOT_CHECKED = (
+    "Invalid value: null: some validation rules were not checked because the object was "
+    "invalid; correct the existing errors to complete validation"
+)
+
+
 def check_value(schema: JSON, value: Any) -> list[Issue]:
     """Every problem with ``value`` under ``schema``."""
+    schema_issues, rule_issues = check_parts(schema, value)
+    return schema_issues + after_schema(schema, schema_issues, rule_issues)
+
+
+def check_parts(schema: JSON, value: Any) -> tuple[list[Issue], list[Issue]]:
+    """The schema's issues and, apart, its rules' issues."""
     walk = _Walk()
     _check(walk, schema, value, "")
-    return walk.issues + walk.rule_issues
+    return walk.issues, walk.rule_issues
+
+
+def after_schema(schema: JSON, schema_issues: list[Issue], rule_issues: list[Issue]) -> list[Issue]:
+    """The rules' issues; or, for an object that already fails its schema, the API server's
+    note that its rules were not run. (An unknown field stops the request earlier, at strict
+    decoding: no rule runs and there is no note.)"""
+    if not schema_issues:
+        return rule_issues
+    validated = any(not message.startswith("unknown field") for _, message in schema_issues)
+    return [("", RULES_NOT_CHECKED)] if validated and _has_rules(schema) else []
+
+
+def _has_rules(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return bool(schema.get("x-kubernetes-validations")) or any(
+            _has_rules(sub) for key, sub in schema.items() if key != "x-kubernetes-validations"
+        )
+    return isinstance(schema, list) and any(_has_rules(sub) for sub in schema)
 
 
 def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> None:

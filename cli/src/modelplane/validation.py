@@ -241,10 +241,12 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             definition.body["spec"].get("scope") == "LegacyCluster"
         )
         root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
-    for path, message in openapi.check_value(root, value):
+    schema_issues, rule_issues = openapi.check_parts(root, value)
+    for path, message in schema_issues:
         if path.startswith("metadata") or path in ("apiVersion", "kind"):
             continue  # identity and metadata are checked above, as ObjectMeta
         issues.append((path, message))
+    issues += openapi.after_schema(root, issues, rule_issues)
     return _problems(source, obj, issues)
 
 
