@@ -394,3 +394,17 @@ def test_manifests_in_memory_are_checked_as_a_set():
         [Document("crd", 1, crd(REPLICAS)), Document("cr", 1, widget({"replicas": 11}))]
     )
     assert [[p.message for p in problems] for problems in found] == [[], ["too many replicas"]]
+
+
+def test_a_definition_the_api_server_refuses_does_not_take_effect(tmp_path):
+    """A refused CRD is never established: its custom resources have no schema to meet, and
+    the definition's own problem is what the user is told to fix (no internal errors)."""
+    broken = crd({"type": "object", "properties": {"replicas": "many"}})
+    code, report = run(tmp_path, broken, widget({"replicas": 3}))
+    assert code == 1
+    found = {(p["kind"], p["message"].split(":")[0]) for p in report["problems"]}
+    assert found == {
+        ("CustomResourceDefinition", "Invalid value"),
+        ("Widget", "no schema for apiVersion example.com/v1 kind Widget"),
+    }
+    assert not any("internal error" in p["message"] for p in report["problems"])

@@ -12,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from modelplane import xrd
+from modelplane import validation, xrd
 from modelplane.validation import Problem, relative, validate_object
 
 SUFFIXES = (".yaml", ".yml")
@@ -92,12 +92,19 @@ def read_documents(path: Path) -> tuple[list[Document], list[str]]:
 
 
 def catalog_with(documents: list[Document]) -> xrd.Catalog:
-    """The repository's XRDs and Compositions, plus (overriding) those among the inputs."""
+    """The repository's XRDs and Compositions, plus (overriding) those among the inputs. An
+    XRD or CRD the API server would refuse does not take effect: its kind stays as it was
+    (the repository's definition, or none), and the definition's own problems are reported."""
     try:
         base = xrd.catalog()
     except FileNotFoundError:
         base = xrd.Catalog({}, {})
-    return base.with_documents((Path(doc.file), doc.body) for doc in documents)
+    admitted = (
+        (Path(doc.file), doc.body)
+        for doc in documents
+        if not xrd.is_definition(doc.body) or not validation.check_definition(doc.body)
+    )
+    return base.with_documents(admitted)
 
 
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:

@@ -92,6 +92,13 @@ _DEFINITION_KINDS = {
 }
 
 
+def is_definition(doc: Any) -> bool:
+    """Whether ``doc`` is an XRD or a CRD (it defines a kind)."""
+    if not isinstance(doc, dict):
+        return False
+    return (str(doc.get("apiVersion", "")).split("/")[0], doc.get("kind")) in _DEFINITION_KINDS
+
+
 def read_catalog(apis: Path) -> Catalog:
     documents = (
         (path, doc)
