@@ -77,10 +77,8 @@ def test_every_problem_is_printed_with_file_kind_name_and_path(tmp_path: Path):
     assert lines == [
         f"{name}: InferenceClass/broken: spec.devices[0].count: Invalid value: 100: should be "
         "less than or equal to 64",
-        # The schema error stops the rules, as on the API server, which says so.
-        f"{name}: InferenceClass/broken: Invalid value: null: some validation rules were not "
-        "checked because the object was invalid; correct the existing errors to complete "
-        "validation",
+        f"{name}: InferenceClass/broken: spec.devices[0]: deviceClassName is required when claim "
+        "is DRA",
         "1 object valid; 2 problem(s)",
     ]
 

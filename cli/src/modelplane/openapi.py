@@ -103,12 +103,15 @@ class _Walk:
 
 
 # What the API server says instead of running any x-kubernetes-validations rule when the
-# object already fails its schema (a real server answers "spec.selector: Required value" and
-# this, never the rules' own messages, until the schema errors are fixed).
+# object already has a blocking schema error: a missing required field, a value outside its
+# enum, too long, too many, or of the wrong type (the errors the rules' cost bounds and types
+# rely on). Other errors (a bound like maximum, a pattern, a duplicate) let the rules run.
 RULES_NOT_CHECKED = (
     "Invalid value: null: some validation rules were not checked because the object was "
     "invalid; correct the existing errors to complete validation"
 )
+_BLOCKING = ("Required value", "Unsupported value", "Too long", "Too many")
+_WRONG_TYPE = (": must be of type ", ": must be an integer or a string")
 
 
 def check_value(schema: JSON, value: Any) -> list[Issue]:
@@ -125,13 +128,15 @@ def check_parts(schema: JSON, value: Any) -> tuple[list[Issue], list[Issue]]:
 
 
 def after_schema(schema: JSON, schema_issues: list[Issue], rule_issues: list[Issue]) -> list[Issue]:
-    """The rules' issues; or, for an object that already fails its schema, the API server's
-    note that its rules were not run. (An unknown field stops the request earlier, at strict
+    """The rules' issues; or, for an object with a blocking schema error, the API server's note
+    that its rules were not run. (An unknown field stops the request earlier, at strict
     decoding: no rule runs and there is no note.)"""
-    if not schema_issues:
+    messages = [message for _, message in schema_issues]
+    if any(m.startswith("unknown field") for m in messages):
+        return []
+    if not any(m.startswith(_BLOCKING) or any(t in m for t in _WRONG_TYPE) for m in messages):
         return rule_issues
-    validated = any(not message.startswith("unknown field") for _, message in schema_issues)
-    return [("", RULES_NOT_CHECKED)] if validated and _has_rules(schema) else []
+    return [("", RULES_NOT_CHECKED)] if _has_rules(schema) else []
 
 
 def _has_rules(schema: Any) -> bool:
