@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import cache
 
-from modelplane.kube import JSON, condition_status, group_of, lookup, meta
+from modelplane.kube import CROSSPLANE_OWN_GROUPS, JSON, condition_status, group_of, lookup, meta
 from modelplane.providers import (
     HELM_PROVIDER_GROUPS,
     KUBERNETES_PROVIDER_GROUPS,
@@ -62,16 +62,7 @@ BUILTIN_GROUPS = frozenset(
 # Installed on the control plane by the operator before Modelplane (Crossplane, provider-helm,
 # provider-kubernetes; the cloud providers' groups all end in upbound.io).
 OPERATOR_GROUPS = frozenset(
-    {
-        "apiextensions.crossplane.io",
-        "pkg.crossplane.io",
-        "protection.crossplane.io",
-        "ops.crossplane.io",
-        "kubernetes.crossplane.io",
-        "kubernetes.m.crossplane.io",
-        "helm.crossplane.io",
-        "helm.m.crossplane.io",
-    }
+    {*CROSSPLANE_OWN_GROUPS, *KUBERNETES_PROVIDER_GROUPS, *HELM_PROVIDER_GROUPS}
 )
 OPERATOR_GROUP_SUFFIX = ".upbound.io"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 from modelplane_common import cel, celast
-from modelplane_common.cel import CEL_RESERVED, escape_property  # noqa: F401 - re-exported
+from modelplane_common.cel import escape_property
 
 JSON = dict[str, Any]
 

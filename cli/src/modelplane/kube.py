@@ -48,7 +48,7 @@ _NAMESPACED_KINDS_NAMED_CLUSTER = {"Cluster", "ClusterAuth"}
 
 # Crossplane's legacy (cluster-scoped) managed-resource groups; the `.m.` groups are namespaced.
 _LEGACY_MANAGED_GROUP = re.compile(r"^(?!.*\.m\.)[a-z0-9.-]+\.(upbound\.io|crossplane\.io)$")
-_CROSSPLANE_OWN_GROUPS = {
+CROSSPLANE_OWN_GROUPS = {
     "apiextensions.crossplane.io",
     "pkg.crossplane.io",
     "protection.crossplane.io",
@@ -74,7 +74,7 @@ def kind_is_namespaced(api_version: str, kind: str) -> bool:
         return False
     if kind.startswith("Cluster") and kind not in _NAMESPACED_KINDS_NAMED_CLUSTER:
         return False
-    if group in _CROSSPLANE_OWN_GROUPS:
+    if group in CROSSPLANE_OWN_GROUPS:
         return True  # Usage and friends are namespaced in v2
     return not _LEGACY_MANAGED_GROUP.match(group)
 

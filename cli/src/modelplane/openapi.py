@@ -329,9 +329,7 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.rule_issues.append((target.lstrip("."), issue))
 
 
-def evaluate_rule(
-    rule: JSON, compiled: celrules.Compiled, bound: Any, schema: JSON | None = None
-) -> str | None:
+def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any, schema: JSON) -> str | None:
     """The API server's message for a failing rule, or None when it holds."""
     try:
         result = compiled.evaluate({"self": bound})
@@ -343,9 +341,7 @@ def evaluate_rule(
     message = rule.get("message") or f"failed rule: {rule['rule']}"
     if expression := rule.get("messageExpression"):
         try:
-            custom_rule = celrules.compile_rule(expression)
-            if schema is not None:
-                custom_rule = celrules.for_schema(custom_rule, schema)
+            custom_rule = celrules.for_schema(celrules.compile_rule(expression), schema)
             custom = custom_rule.evaluate({"self": bound})
             if isinstance(custom, str) and custom.strip() and "\n" not in custom:
                 message = str(custom)

@@ -445,8 +445,9 @@ def build(
     unknown = [a for a in archs if a not in ARCHITECTURES]
     if unknown:
         raise PackageError(f"unsupported architecture {unknown[0]!r}: use amd64 or arm64")
-    chosen = list(names or functions())
-    missing = sorted(set(chosen) - set(functions()))
+    available = functions()
+    chosen = list(names or available)
+    missing = sorted(set(chosen) - set(available))
     if missing:
         raise PackageError(f"unknown function {missing[0]!r}: no functions/{missing[0]}")
     cache = output / "cache"

@@ -534,7 +534,10 @@ def _crd(live: JSON, site: _Site) -> None:
 
 
 def _traefik_missing(site: _Site) -> list[str]:
-    """Gateway API kinds Traefik watches whose CRD is not Established on the control plane."""
+    """Gateway API kinds Traefik watches whose CRD is not Established on the control plane
+    (none on a remote cluster, where Traefik is not the gateway)."""
+    if site.remote:
+        return []
     established = {
         lookup(crd, ".spec.names.kind")
         for crd in site.world("CustomResourceDefinition")
@@ -555,9 +558,7 @@ def _not_serving(missing: list[str]) -> JSON:
 
 def _gateway_class(live: JSON, site: _Site) -> None:
     missing = (
-        _traefik_missing(site)
-        if not site.remote and lookup(live, ".spec.controllerName") == TRAEFIK_CONTROLLER
-        else []
+        _traefik_missing(site) if lookup(live, ".spec.controllerName") == TRAEFIK_CONTROLLER else []
     )
     accepted = (
         _not_serving(missing)
@@ -577,7 +578,7 @@ def _class_controller(site: _Site, class_name: object) -> str | None:
 def _gateway(live: JSON, site: _Site) -> None:
     controller = _class_controller(site, lookup(live, ".spec.gatewayClassName"))
     missing = _traefik_missing(site) if controller == TRAEFIK_CONTROLLER else []
-    if not site.remote and missing:
+    if missing:
         live["status"] = {"conditions": [_not_serving(missing)]}
         return
     name = str((live.get("metadata") or {}).get("name"))

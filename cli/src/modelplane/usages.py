@@ -99,8 +99,7 @@ def protections(target: JSON, objects: list[JSON]) -> list[Protection]:
             continue
         if not any(obj is target for obj in _resolve(usage, "of", objects)):
             continue
-        users = _resolve(usage, "by", objects) if lookup(usage, ".spec.by") else []
-        found.append(Protection(usage, users[0] if users else None))
+        found.append(Protection(usage, waits_for_user(usage, objects)))
     return found
 
 

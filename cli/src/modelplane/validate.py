@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 import yaml
+from modelplane_common.managed import without_status
 
 from modelplane import validation, xrd
 from modelplane.validation import Problem, relative, validate_object
@@ -102,9 +103,18 @@ def catalog_with(documents: list[Document]) -> xrd.Catalog:
     admitted = (
         (Path(doc.file), doc.body)
         for doc in documents
-        if not xrd.is_definition(doc.body) or not validation.check_definition(doc.body)
+        if not xrd.is_definition(doc.body) or not _refused(doc.body)
     )
     return base.with_documents(admitted)
+
+
+def _refused(definition: dict[str, Any]) -> bool:
+    """Whether the API server would refuse this XRD or CRD (_validate reports why, and names
+    the object should the check itself fail)."""
+    try:
+        return bool(validation.check_definition(without_status(definition)))
+    except Exception:  # counted as refused; _validate reports it
+        return True
 
 
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:

@@ -315,7 +315,10 @@ def shipped_crd(api_version: str, kind: str) -> xrd.Definition | None:
     group, _, version = api_version.rpartition("/")
     package = group.replace(".", "_").replace("-", "_")
     path = Path(generated.__file__).parent / package / version / f"{kind.lower()}.crd.json"
-    if not group or not path.is_file():
+    try:
+        if not group or not path.is_file():
+            return None
+    except OSError:  # a "kind" no file can be named after (too long, say): none shipped
         return None
     record = json.loads(path.read_text())
     xrd_version = record.get("definedBy")
@@ -348,7 +351,7 @@ def core_validator(api_version: str, kind: str) -> jsonschema.protocols.Validato
         schema = kubernetes_validate.schema_contents(
             f"{directory}/{kind.lower()}-{api}.json", KUBERNETES_VERSION
         )
-    except (FileNotFoundError, kubernetes_validate.VersionNotSupportedError):
+    except (OSError, kubernetes_validate.VersionNotSupportedError):  # no such file, or no name
         return None
     if not _core_group_matches(schema, api_version, kind):
         return None

@@ -354,24 +354,21 @@ def _string_last_index_of(text: str, sub: str, offset: int | None = None) -> int
 
 
 def _cel_equal(left: Any, right: Any) -> bool:
-    """CEL's heterogeneous equality on plain values: numbers across types, never bool to int."""
+    """CEL's heterogeneous equality on plain scalars: numbers across types, never bool to int
+    (lists and maps: typed_equal)."""
     if isinstance(left, bool) or isinstance(right, bool):
         return type(left) is type(right) and left == right
     if isinstance(left, int | float) and isinstance(right, int | float):
         return left == right
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(_cel_equal, left, right))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_cel_equal(left[k], right[k]) for k in left)
     return type(left) is type(right) and left == right
 
 
 def _list_index_of(items: list[Any], item: Any) -> int:
-    return next((i for i, element in enumerate(items) if _cel_equal(element, item)), -1)
+    return next((i for i, element in enumerate(items) if typed_equal(element, item, {})), -1)
 
 
 def _list_last_index_of(items: list[Any], item: Any) -> int:
-    found = [i for i, element in enumerate(items) if _cel_equal(element, item)]
+    found = [i for i, element in enumerate(items) if typed_equal(element, item, {})]
     return found[-1] if found else -1
 
 
@@ -1068,7 +1065,8 @@ _RUNTIME_ONLY = {*_INTERNAL_NAMES, "cel.@mapInsert"}
 def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | CelCompileError:
     try:
         renamed = _rename_index_calls(source)
-        expression = environment(variables).compile(renamed)
+        env = environment(variables)
+        expression = env.compile(renamed)
     except CelCompileError as err:
         return err
     except RuntimeError as err:
@@ -1085,7 +1083,6 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
         return CelCompileError(text)
     serialized = expression.serialize()
     ast = celast.decode(serialized)
-    env = environment(variables)
     if any(n.kind == "call" and n.name in _RUNTIME_ONLY for n in celast.walk(ast.expr)):
         env = environment(variables, runtime=True)
         expression = env.deserialize(serialized)

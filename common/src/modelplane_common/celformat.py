@@ -77,20 +77,15 @@ dns1035_label = _checker(
 )
 
 
-def _label_value(value: str) -> list[str]:
-    errors = [_max_length(63)] if _size(value) > 63 else []
-    if not re.fullmatch(_LABEL_VALUE, value):
-        errors.append(
-            _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, "
-                "'-', '_' or '.', and must start and end with an alphanumeric character",
-                _LABEL_VALUE,
-                "MyValue",
-                "my_value",
-                "12345",
-            )
-        )
-    return errors
+_label_value = _checker(
+    _LABEL_VALUE,
+    63,
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character",
+    "MyValue",
+    "my_value",
+    "12345",
+)
 
 
 _QUALIFIED_MESSAGE = (

@@ -13,7 +13,7 @@ import pydantic
 
 from modelplane_common import tolerant
 from modelplane_common.function import Composed, Outcome
-from modelplane_common.observed import held, is_ready
+from modelplane_common.observed import held, is_ready, listed
 from modelplane_common.plain import JSON
 
 EXTERNAL_NAME = "crossplane.io/external-name"
@@ -101,9 +101,7 @@ def cluster_outcome(
         ready = key in always_ready or is_ready(observed.get(key))
         outcome.resources[key] = Composed(body=body, ready=ready)
     waiting = sorted(key for key, item in outcome.resources.items() if not item.ready)
-    pending = ", ".join(waiting[:_LISTED]) + (
-        f" and {len(waiting) - _LISTED} more" if len(waiting) > _LISTED else ""
-    )
+    pending = listed(waiting, _LISTED)
     if is_ready(observed.get(cluster_key)):
         message = f"waiting for {pending}" if pending else "cluster and node pools are ready"
         outcome.condition(CLUSTER_READY, True, "ClusterRunning", message)

@@ -58,13 +58,16 @@ def readiness_known(
     again, only if the XR carries the condition (it is absent in the normal case)."""
     unknown = sorted(key for key in kept if key in observed and readiness(observed[key]) is None)
     if unknown:
-        shown = ", ".join(unknown[:6]) + (
-            f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""
-        )
-        return False, f"no readable Ready condition yet on {shown}"
+        return False, f"no readable Ready condition yet on {listed(unknown, 6)}"
     if condition(composite, READINESS_KNOWN) is not None:
         return True, ""
     return None
+
+
+def listed(items: list[str], limit: int) -> str:
+    """``a, b and 3 more``: at most ``limit`` names in a condition message."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def is_true(obj: Mapping[str, Any] | None, type_: str) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelplane_common.drain_annotations import BLOCKED, DRAINING
-from modelplane_common.observed import condition
+from modelplane_common.observed import condition, listed
 from modelplane_common.plain import JSON
 
 REPLICAS_DRAINED = "ReplicasDrained"
@@ -28,11 +28,6 @@ def _annotations(replica: Mapping[str, Any]) -> Mapping[str, Any]:
 def _who(replica: Mapping[str, Any]) -> str:
     metadata = replica.get("metadata") or {}
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-
-
-def _listed(items: list[str]) -> str:
-    shown = ", ".join(items[:MAX_LISTED])
-    return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -50,14 +45,18 @@ def condition_for(xr: JSON, replicas: list[JSON]) -> tuple[bool, str, str] | Non
         ]
         verb = "keeps" if len(stuck) == 1 else "keep"
         message = f"{_plural(len(stuck), 'replica', 'replicas')} {verb} serving, "
-        return False, "DrainBlocked", message + f"no other cluster fits: {_listed(items)}"
+        return (
+            False,
+            "DrainBlocked",
+            message + f"no other cluster fits: {listed(items, MAX_LISTED)}",
+        )
     if leaving:
         items = [f"{_who(r)} ({_annotations(r)[DRAINING]})" for r in leaving]
         message = f"{_plural(len(leaving), 'replica', 'replicas')} moving to other clusters, "
         return (
             False,
             "Draining",
-            message + f"each serving until its replacement does: {_listed(items)}",
+            message + f"each serving until its replacement does: {listed(items, MAX_LISTED)}",
         )
     taints = (xr.get("spec") or {}).get("taints")
     evicting = isinstance(taints, list) and any(

@@ -58,8 +58,8 @@ def compose(
     name = (xr.get("metadata") or {}).get("name", "")
 
     # 1. The replica guard comes first, before any early exit (§4.8).
-    _guard_replicas(outcome, name, observed, required.get(REPLICAS_REQUIREMENT))
     replicas = required.get(REPLICAS_REQUIREMENT)
+    _guard_replicas(outcome, name, observed, replicas)
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
     if drained is not None:
         outcome.condition(drain.REPLICAS_DRAINED, *drained)

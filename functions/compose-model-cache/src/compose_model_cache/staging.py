@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from modelplane_common import tolerant
+from modelplane_common import observed, tolerant
 
 Phase = Literal["Pending", "Hydrating", "Ready", "Failed"]
 
@@ -116,17 +116,11 @@ def previously_ready(status: Mapping) -> set[str]:
 
 def object_ready(observed_object: Mapping | None) -> bool:
     """The Object's own Ready condition, which its CEL readiness policy drives."""
-    for condition in tolerant.maps(tolerant.at(observed_object, "status", "conditions")):
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+    return observed.is_ready(observed_object)
 
 
 def composite_ready(composite: Mapping) -> bool:
-    for condition in tolerant.maps(tolerant.at(composite, "status", "conditions")):
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+    return observed.is_ready(composite)
 
 
 def applied_storage_class(observed_pvc_object: Mapping | None) -> str | None:

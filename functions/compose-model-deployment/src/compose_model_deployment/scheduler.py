@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from modelplane_common import drain_annotations, tolerant
-from modelplane_common.observed import condition, is_ready, readiness
+from modelplane_common.observed import condition, readiness
 
 from compose_model_deployment import devices, names
 from compose_model_deployment.devices import Pool, Request, Resolved
@@ -108,19 +108,15 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def parse_tolerations(raw: Any) -> tuple[Toleration, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(
         Toleration(
-            key=_text(t.get("key")),
-            operator=_text(t.get("operator")) or "Equal",
-            value=_text(t.get("value")),
-            effect=_text(t.get("effect")),
+            key=tolerant.text(t, "key") or "",
+            operator=tolerant.text(t, "operator") or "Equal",
+            value=tolerant.text(t, "value") or "",
+            effect=tolerant.text(t, "effect") or "",
         )
         for t in raw
         if isinstance(t, dict)
@@ -133,10 +129,14 @@ def parse_taints(raw: Any) -> tuple[Taint, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(
-        Taint(_text(t.get("key")), _text(t.get("value")), _text(t.get("effect")))
+        Taint(
+            tolerant.text(t, "key") or "",
+            tolerant.text(t, "value") or "",
+            tolerant.text(t, "effect") or "",
+        )
         for t in raw
         if isinstance(t, dict)
-        and _text(t.get("key"))
+        and tolerant.text(t, "key")
         and t.get("effect") in ("NoSchedule", "NoExecute")
     )
 
@@ -288,26 +288,26 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
                 continue
             pools.setdefault(pool.name, pool)
     spec = tolerant.mapping(obj, "spec") or {}
-    since = None
     # Only a definite Ready=False starts the failover clock: Ready=False while the cluster says
     # its composed resources' readiness is not known (ReadinessKnown=False) is unknown.
-    found = condition(obj, "Ready")
-    if readiness(obj) is False and found is not None:
-        since = parse_time(found.get("lastTransitionTime"))
+    state = readiness(obj)
+    since = None
+    if state is False:
+        since = parse_time((condition(obj, "Ready") or {}).get("lastTransitionTime"))
     return Cluster(
         taints=parse_taints(spec.get("taints")),
         grace=parse_duration(spec.get("failoverGracePeriod")),
         not_ready_since=since,
         name=tolerant.name_of(obj),
         labels=tolerant.mapping(obj, "metadata", "labels") or {},
-        ready=is_ready(obj),
+        ready=state is True,
         gateway=gateway,
         provider_config=provider_config,
         pools=pools,
         unreadable_pools=frozenset(unreadable - pools.keys()),
         pools_unknown=unknown,
         nameless_entries=nameless,
-        readiness=readiness(obj),
+        readiness=state,
         declared_pools=_declared_pools(obj),
     )
 
@@ -490,7 +490,6 @@ class _ClusterView:
 
     def __init__(self, deployment: Deployment, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.deployment = deployment
         self.candidates: list[list[_Candidate]] = []
         untolerated = deployment.untolerated(cluster.taints)
         # Both effects keep new replicas off; the first key names the group in messages.
@@ -506,14 +505,19 @@ class _ClusterView:
                 return
             self.candidates.append(candidates)
 
-    def trial(self, free: Mapping[str, int]) -> tuple[tuple[EnginePlacement, ...] | None, str]:
+    def fit(self, free: Mapping[str, int]) -> tuple[EnginePlacement, ...] | None:
         """Co-schedule every engine on this cluster against a scratch copy of the ledger."""
         if self.rejection:
-            return None, self.rejection
-        placed, failed, trial = self._fill(free)
-        if failed is None:
-            return placed, ""
-        return None, self._insufficient(failed, trial, free)
+            return None
+        placed, failed, _ = self._fill(free)
+        return placed if failed is None else None
+
+    def reason(self, free: Mapping[str, int]) -> str:
+        """Why ``fit`` found no room (worked out only when no cluster fits at all)."""
+        if self.rejection:
+            return self.rejection
+        _, failed, trial = self._fill(free)
+        return self._insufficient(failed or [], trial, free)
 
     def _fill(
         self, free: Mapping[str, int]
@@ -735,20 +739,20 @@ def schedule(
     views: dict[str, _ClusterView] = {}
     shortfall = ""
     for _ in range(deployment.replicas - len(settled)):
-        reasons: dict[str, str] = {}
+        tried: list[tuple[_ClusterView, dict[str, int]]] = []
         chosen = None
         for cluster in sorted(in_set.values(), key=lambda c: (load[c.name], c.name)):
             view = views.get(cluster.name)
             if view is None:
                 view = views[cluster.name] = _ClusterView(deployment, cluster)
             pools_free = {name: free[(cluster.name, name)] for name in cluster.pools}
-            engines, reason = view.trial(pools_free)
+            engines = view.fit(pools_free)
             if engines is not None:
                 chosen = (cluster, engines)
                 break
-            reasons[cluster.name] = reason
+            tried.append((view, pools_free))
         if chosen is None:
-            shortfall = _summarise(reasons.values())
+            shortfall = _summarise(view.reason(pools) for view, pools in tried)
             break
         cluster, engines = chosen
         used = {p.index for p in placements if p.cluster == cluster.name}
@@ -787,7 +791,7 @@ def _replaces(placements: Iterable[Placement]) -> dict[str, str]:
         if p.draining or p.observed is None:
             continue
         old = tolerant.text(p.observed.body, "metadata", "annotations", REPLACES_ANNOTATION)
-        if isinstance(old, str) and old:
+        if old:
             found[p.name] = old
     return found
 

@@ -61,7 +61,7 @@ def compose_service(
         return outcome
 
     gateways = required[GATEWAY_REQUIREMENT] or []
-    gateway_address = tolerant.text(gateways[:1], 0, "status", "address") or ""
+    gateway_address = tolerant.text(gateways, 0, "status", "address") or ""
     status: JSON = {}
     if gateway_address:
         status["address"] = routing.public_address(gateway_address, namespace, name)
