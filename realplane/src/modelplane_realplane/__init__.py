@@ -1,0 +1,1 @@
+"""Real Kubernetes and Crossplane, built from their Go modules and run as local processes."""
