@@ -30,7 +30,7 @@ PKG = "pkg.crossplane.io/v1"
 XRD = "apiextensions.crossplane.io/v2"
 
 
-class InstallFailed(Exception):
+class InstallError(Exception):
     """Something the real package manager refused or never finished; the message says what."""
 
 
@@ -51,11 +51,19 @@ class Installed:
                 "functions": self.functions}  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A plane with Modelplane installed on it."""
+
+    plane: Plane
+    installed: Installed
+
+
 def _crossplane(*args: str) -> str:
     done = subprocess.run([str(binary("crossplane")), *args], capture_output=True, text=True,
                           check=False, timeout=600)  # fmt: skip
     if done.returncode != 0:
-        raise InstallFailed(f"crossplane {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+        raise InstallError(f"crossplane {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
 
 
@@ -78,7 +86,9 @@ def build_and_push(plane: Plane) -> dict[str, str]:
         pushed[name] = reference
     root = out / "configuration"
     root.mkdir()
-    (root / "crossplane.yaml").write_bytes((REPOSITORY / "package" / "crossplane.yaml").read_bytes())
+    (root / "crossplane.yaml").write_bytes(
+        (REPOSITORY / "package" / "crossplane.yaml").read_bytes()
+    )
     subprocess.run(["cp", "-R", str(REPOSITORY / "apis"), str(root / "apis")], check=True)
     target = out / "modelplane.xpkg"
     _crossplane("xpkg", "build", f"--package-root={root}",

@@ -112,10 +112,14 @@ class Client:
     # Verbs
 
     def apply(self, obj: dict[str, Any], manager: str = "realplane", dry_run: bool = False,
-              force: bool = True) -> Any:  # fmt: skip
+              force: bool = True, strict: bool = False) -> Any:  # fmt: skip
+        """Server-side apply; ``strict`` refuses unknown and duplicate fields, as kubectl's
+        default ``--validate=strict`` asks."""
         query = {"fieldManager": manager, "force": "true" if force else "false"}
         if dry_run:
             query["dryRun"] = "All"
+        if strict:
+            query["fieldValidation"] = "Strict"
         return self.request(
             "PATCH",
             self.object_path(obj) + "?" + urllib.parse.urlencode(query),

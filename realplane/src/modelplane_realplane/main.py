@@ -1,9 +1,8 @@
 """``realplane``: build the real components, start and stop a real control plane on this machine.
 
-    uv run realplane build      # what is missing or out of date, nothing else
-    uv run realplane up         # etcd … Crossplane, providers, registry, functions; Modelplane installed
-    uv run realplane down       # stop everything `up` started
-    uv run realplane judge      # admission and render judged by the real tools; report.json
+uv run realplane build      # what is missing or out of date, nothing else
+uv run realplane up         # the plane, with Modelplane installed by Crossplane
+uv run realplane down       # stop everything `up` started
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import time
 import click
 
 from modelplane_realplane import build as builder
+from modelplane_realplane import install
 from modelplane_realplane import plane as planes
 from modelplane_realplane.paths import RUN
 
@@ -42,8 +42,6 @@ def build_command(names: tuple[str, ...]) -> None:
 @click.option("--no-install", is_flag=True, help="Start the plane without installing Modelplane.")
 def up_command(no_install: bool) -> None:
     """Start a real control plane and install Modelplane on it."""
-    from modelplane_realplane import install
-
     started = time.monotonic()
     try:
         builder.build()
@@ -52,7 +50,7 @@ def up_command(no_install: bool) -> None:
             result = install.install(plane)
             if result.problems:
                 raise click.ClickException("install incomplete:\n  " + "\n  ".join(result.problems))
-    except (builder.BuildError, planes.processes.ComponentFailed) as error:
+    except (builder.BuildError, planes.processes.ComponentError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"up in {time.monotonic() - started:.0f} s; export KUBECONFIG={plane.kubeconfig}")
 

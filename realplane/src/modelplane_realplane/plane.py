@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import yaml
 from modelplane_realplane import images, pki, processes
 from modelplane_realplane.build import binary
 from modelplane_realplane.components import BY_NAME
-from modelplane_realplane.kubeapi import Client, wait
+from modelplane_realplane.kubeapi import Client, is_true, wait
 from modelplane_realplane.paths import RUN
 
 NAMESPACE = "crossplane-system"
@@ -88,11 +90,13 @@ class Plane:
 # up
 
 
-def up(run: Path = RUN, with_functions: bool = True) -> Plane:
-    """Start a fresh plane in ``run``; on any failure stop what was started and re-raise."""
+def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = False) -> Plane:
+    """Start a fresh plane in ``run``; on any failure stop what was started and re-raise.
+    ``kubernetes_only``: etcd, kube-apiserver and kube-controller-manager alone (an API
+    server to judge admission against, up in seconds)."""
     existing = Plane.load(run)
     if existing is not None and any(processes.alive(pid) for pid in existing.pids.values()):
-        raise processes.ComponentFailed(
+        raise processes.ComponentError(
             f"a plane is already running from {run}: stop it with `uv run realplane down`"
         )
     if run.exists():
@@ -106,6 +110,8 @@ def up(run: Path = RUN, with_functions: bool = True) -> Plane:
     plane.save()
     try:
         _start_kubernetes(plane)
+        if kubernetes_only:
+            return plane
         _start_crossplane(plane)
         _start_providers(plane)
         _start_registry(plane)
@@ -201,16 +207,27 @@ def _start_crossplane(plane: Plane) -> None:
     core = str(binary("crossplane-core"))
     crds = _module_dir("crossplane-core") / "cluster" / "crds"
     env = {"KUBECONFIG": str(plane.kubeconfig), "POD_NAMESPACE": NAMESPACE}
-    init = subprocess.run(
-        [core, "core", "init", f"--crds-path={crds}", "--enable-webhooks=false",
-         "--tls-ca-secret-name=crossplane-root-ca",
-         "--tls-client-secret-name=crossplane-tls-client"],
-        env={**_base_env(), **env}, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    (plane.logs / "crossplane-init.log").write_text(init.stdout + init.stderr)
+    # Through the environment: kong spells some of these flags oddly (--cr-ds-path).
+    init_env = {"CRDS_PATH": str(crds), "ENABLE_WEBHOOKS": "false",
+                "TLS_CA_SECRET_NAME": "crossplane-root-ca",
+                "TLS_CLIENT_SECRET_NAME": "crossplane-tls-client"}  # fmt: skip
+    # init applies the core CRDs and at once uses one of them (the Lock); until discovery
+    # catches up it fails with "no matches for kind", and a second run finds it. It is
+    # idempotent, as it is for every Crossplane pod start.
+    for _attempt in range(5):
+        init = subprocess.run(
+            [core, "core", "init"], env={**_base_env(), **env, **init_env},
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        with (plane.logs / "crossplane-init.log").open("a") as log:
+            log.write(init.stdout + init.stderr)
+        if init.returncode == 0:
+            break
+        time.sleep(2)
     if init.returncode != 0:
-        raise processes.ComponentFailed(
-            f"crossplane core init failed:\n{processes.log_tail(plane.logs / 'crossplane-init.log')}"
+        raise processes.ComponentError(
+            "crossplane core init failed:\n"
+            + processes.log_tail(plane.logs / "crossplane-init.log")
         )
     health = plane.ports["crossplane-health"]
     plane.start("crossplane", [
@@ -259,7 +276,7 @@ def _start_providers(plane: Plane) -> None:
 def _start_registry(plane: Plane) -> None:
     registry = shutil.which("docker-registry")
     if registry is None:
-        raise processes.ComponentFailed(
+        raise processes.ComponentError(
             "docker-registry is missing: apt-get install docker-registry (Debian's package)"
         )
     config = {
@@ -318,8 +335,6 @@ def down(run: Path = RUN) -> list[str]:
 
 
 def _base_env() -> dict[str, str]:
-    import os
-
     return dict(os.environ)
 
 
@@ -342,8 +357,6 @@ def _http_ok(url: str) -> bool:
 
 
 def _wait_established(client: Client, crd: str, timeout: float = 60) -> None:
-    from modelplane_realplane.kubeapi import is_true
-
     wait(
         f"CRD {crd} Established",
         lambda: is_true(client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd),

@@ -2,7 +2,7 @@
 
 Every process starts in a session of its own, so stopping it kills its whole process group
 (a function's ``unshare`` and the function inside its PID namespace included). Its output goes
-to ``<run>/logs/<name>.log``; a component that does not come up raises ``ComponentFailed``
+to ``<run>/logs/<name>.log``; a component that does not come up raises ``ComponentError``
 with the end of that log, so the failure is visible wherever the harness was called from.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-class ComponentFailed(Exception):
+class ComponentError(Exception):
     """A component exited or did not become ready; the message carries its log's tail."""
 
 
@@ -101,7 +101,7 @@ def wait_ready(name: str, pid: int, log: Path, check: Callable[[], bool],
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive(pid):
-            raise ComponentFailed(f"{name} exited before it was ready; its log ({log}):\n"
+            raise ComponentError(f"{name} exited before it was ready; its log ({log}):\n"
                                   f"{log_tail(log)}")  # fmt: skip
         try:
             if check():
@@ -109,7 +109,7 @@ def wait_ready(name: str, pid: int, log: Path, check: Callable[[], bool],
         except OSError:
             pass
         time.sleep(0.3)
-    raise ComponentFailed(f"{name} was not ready after {timeout:.0f} s; its log ({log}):\n"
+    raise ComponentError(f"{name} was not ready after {timeout:.0f} s; its log ({log}):\n"
                           f"{log_tail(log)}")  # fmt: skip
 
 
