@@ -64,6 +64,7 @@ COMPONENTS: tuple[Component, ...] = (
     _kube("kube-apiserver"),
     _kube("kube-controller-manager"),
     _kube("kube-scheduler"),
+    _kube("kubectl"),  # for people using the plane; the harness speaks HTTP itself
     Component(
         "crossplane-core",
         "crossplane",

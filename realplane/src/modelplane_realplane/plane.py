@@ -230,6 +230,9 @@ def _start_crossplane(plane: Plane) -> None:
             + processes.log_tail(plane.logs / "crossplane-init.log")
         )
     health = plane.ports["crossplane-health"]
+    # Crossplane tees each fetched package into this cache; without the folder every unpack
+    # fails with "io: read/write on closed pipe".
+    (plane.run / "xpkg-cache").mkdir()
     plane.start("crossplane", [
         core, "core", "start", "--package-runtime=External", "--enable-webhooks=false",
         f"--tls-client-certs-dir={plane.run / 'crossplane-tls-client'}",
@@ -266,11 +269,12 @@ def _start_providers(plane: Plane) -> None:
         str(binary("provider-kubernetes")), f"--health-probe-bind-addr=127.0.0.1:{health}",
     ], env)  # fmt: skip
     plane.ready("provider-kubernetes", lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"))
-    plane.start("provider-helm", [str(binary("provider-helm"))], env)
-    # provider-helm serves no probe: it is up once it has stayed up through its cache sync.
+    # provider-helm serves no probe; with --debug it logs each kind its controllers' gate has
+    # found served, the namespaced Release among them once it is connected and watching.
+    plane.start("provider-helm", [str(binary("provider-helm")), "--debug"], env)
     log = plane.logs / "provider-helm.log"
-    plane.ready("provider-helm", lambda: "Starting workers" in log.read_text(errors="replace")
-                or "worker" in log.read_text(errors="replace"), timeout=60)  # fmt: skip
+    plane.ready("provider-helm", lambda: "helm.m.crossplane.io/v1beta1, Kind=Release"
+                in log.read_text(errors="replace"))  # fmt: skip
 
 
 def _start_registry(plane: Plane) -> None:

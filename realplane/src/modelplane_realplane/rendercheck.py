@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from modelplane_realplane import processes
+from modelplane_realplane import build, processes
 from modelplane_realplane.paths import OUTPUT, REPOSITORY
 
 JSON = dict[str, Any]
@@ -172,8 +172,10 @@ def invocation(item: RenderInput, functions: Path, root: Path = REPOSITORY) -> I
     context = render.command.make_context("render", list(item.args), resilient_parsing=True)
     params = context.params
     if params.get("functions_argument") or params.get("functions"):
-        raise ValueError(f"{item.label}: names its own Functions file; both tools must dial "
-                         "the same started functions, so inputs use the repository's")
+        raise ValueError(
+            f"{item.label}: names its own Functions file; both tools must dial "
+            "the same started functions, so inputs use the repository's"
+        )
     xr_path = Path(_absolute(root, params["composite_resource"]))
     if params.get("composition"):
         composition = Path(_absolute(root, params["composition"]))
@@ -195,9 +197,13 @@ def invocation(item: RenderInput, functions: Path, root: Path = REPOSITORY) -> I
         for one in values:
             if one is True:
                 flags.append(flag)
+            elif param.name in _PATH_OPTIONS:
+                flags.append(f"{flag}={_absolute(root, one)}")
+            elif param.name == "context_files":
+                key, _, path = str(one).partition("=")
+                flags.append(f"{flag}={key}={_absolute(root, path)}")
             else:
-                text = _absolute(root, one) if param.name in _PATH_OPTIONS else str(one)
-                flags.append(f"{flag}={text}")
+                flags.append(f"{flag}={one}")
     return Invocation(xr_path, composition, functions, tuple(flags))
 
 
@@ -280,23 +286,28 @@ class FunctionFleet:
     def start(self, timeout: float = 120) -> None:
         for name, port in self.ports.items():
             directory = self.directories[name]
-            command = [*_script(directory, self.root), "--insecure", "--address",
-                       f"127.0.0.1:{port}"]  # fmt: skip
+            command = [
+                *_script(directory, self.root),
+                "--insecure",
+                "--address",
+                f"127.0.0.1:{port}",
+            ]
             self.pids[name] = processes.start(directory, command, self.logs, cwd=self.root)
         for name, port in self.ports.items():
             directory = self.directories[name]
-            processes.wait_ready(directory, self.pids[name], self.logs / f"{directory}.log",
-                                 lambda port=port: processes.port_open(port), timeout)  # fmt: skip
+            processes.wait_ready(
+                directory,
+                self.pids[name],
+                self.logs / f"{directory}.log",
+                lambda port=port: processes.port_open(port),
+                timeout,
+            )
         rewrite_functions(self.root / "functions.yaml", self.targets(), self.functions)
 
     def stop(self) -> None:
         for pid in self.pids.values():
             processes.stop(pid)
         self.pids.clear()
-
-    def left_running(self) -> list[int]:
-        """Pids of this fleet's processes still alive (empty once stopped)."""
-        return [pid for pid in self.pids.values() if processes.group_members(pid)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,8 +339,9 @@ def _quiet_environment(workdir: Path) -> dict[str, str]:
     return {**os.environ, "CROSSPLANE_CONFIG": str(workdir / "crossplane-config.yaml")}
 
 
-def run_crossplane(argv: list[str], crossplane: Path, core: Path, workdir: Path,
-                   timeout: float = 180) -> Outcome:  # fmt: skip
+def run_crossplane(
+    argv: list[str], crossplane: Path, core: Path, workdir: Path, timeout: float = 180
+) -> Outcome:
     """The real ``crossplane render ARGV`` with the built core binary as its render engine
     (``crossplane internal render``; no Docker)."""
     started = time.monotonic()
@@ -380,7 +392,9 @@ class Difference:
     crossplane: Any
 
     def __str__(self) -> str:
-        return f"{self.path}: modelplane {_show(self.modelplane)}, crossplane {_show(self.crossplane)}"
+        return (
+            f"{self.path}: modelplane {_show(self.modelplane)}, crossplane {_show(self.crossplane)}"
+        )
 
 
 def _show(value: Any) -> str:
@@ -432,12 +446,17 @@ def diff_values(path: str, left: Any, right: Any, out: list[Difference]) -> None
                 diff_values(where, lefts.get(value, MISSING), rights.get(value, MISSING), out)
             return
         for i in range(max(len(left), len(right))):
-            diff_values(f"{path}[{i}]", left[i] if i < len(left) else MISSING,
-                        right[i] if i < len(right) else MISSING, out)  # fmt: skip
+            diff_values(
+                f"{path}[{i}]",
+                left[i] if i < len(left) else MISSING,
+                right[i] if i < len(right) else MISSING,
+                out,
+            )
+        return
+    if left is MISSING and right is MISSING:
         return
     if left is MISSING or right is MISSING or _normal(left) != _normal(right):
-        if not (left is MISSING and right is MISSING):
-            out.append(Difference(path, left, right))
+        out.append(Difference(path, left, right))
 
 
 def _documents(stream: list[Any]) -> dict[str, Any]:
@@ -613,8 +632,9 @@ class Comparison:
     differences: list[Difference]
 
 
-def compare_inputs(inputs: Iterable[RenderInput], fleet: FunctionFleet, crossplane: Path,
-                   core: Path) -> list[Comparison]:  # fmt: skip
+def compare_inputs(
+    inputs: Iterable[RenderInput], fleet: FunctionFleet, crossplane: Path, core: Path
+) -> list[Comparison]:
     """Render every input with both tools against ``fleet`` and compare the outputs."""
     comparisons = []
     for item in inputs:
@@ -634,8 +654,9 @@ def figures(comparisons: list[Comparison], rows: list[Documented]) -> dict[str, 
     }
 
 
-def check_render(crossplane: Path, core: Path, workdir: Path,
-                 root: Path = REPOSITORY) -> tuple[dict[str, int], Verdict, list[Comparison]]:  # fmt: skip
+def check_render(
+    crossplane: Path, core: Path, workdir: Path, root: Path = REPOSITORY
+) -> tuple[dict[str, int], Verdict, list[Comparison]]:
     """Start the functions, compare every render input, judge the differences: (figures,
     verdict, comparisons). The functions are stopped before this returns."""
     rows = documented(RENDER_HEADING, root / "design" / "render.md")
@@ -643,6 +664,14 @@ def check_render(crossplane: Path, core: Path, workdir: Path,
         comparisons = compare_inputs(render_inputs(root), fleet, crossplane, core)
     found = {c.input.label: c.differences for c in comparisons}
     return figures(comparisons, rows), judge(found, rows), comparisons
+
+
+def render_figures(workdir: Path = OUTPUT / "rendercheck") -> dict[str, int]:
+    """The render judge's figures, ``{"identical", "inputs", "documented_differences"}``, from
+    a whole run with the built ``crossplane`` and ``crossplane-core`` (BuildError when one is
+    missing)."""
+    found, _, _ = check_render(build.binary("crossplane"), build.binary("crossplane-core"), workdir)
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -682,7 +711,7 @@ def shipped_crds(dest: Path) -> Path:
     """The CRDs Modelplane ships for the kinds it composes or reads (the ``*.crd.json`` beside
     the generated models; XRD-defined kinds are left to apis/), written as CRD manifests for
     the real validate to load as extensions."""
-    import modelplane_schemas.generated as generated  # noqa: PLC0415
+    from modelplane_schemas import generated  # noqa: PLC0415
 
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("*.yaml"):
@@ -701,13 +730,23 @@ def shipped_crds(dest: Path) -> Path:
             "metadata": {"name": f"{plural}.{group}"},
             "spec": {
                 "group": group,
-                "names": {"kind": kind, "plural": plural, "listKind": f"{kind}List",
-                          "singular": kind.lower()},
+                "names": {
+                    "kind": kind,
+                    "plural": plural,
+                    "listKind": f"{kind}List",
+                    "singular": kind.lower(),
+                },
                 "scope": record["scope"],
-                "versions": [{"name": version, "served": True, "storage": True,
-                              "schema": {"openAPIV3Schema": record["openAPIV3Schema"]}}],
+                "versions": [
+                    {
+                        "name": version,
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": record["openAPIV3Schema"]},
+                    }
+                ],
             },
-        }  # fmt: skip
+        }
         (dest / f"{group}_{version}_{kind.lower()}.yaml").write_text(yaml.safe_dump(crd))
     return dest
 
@@ -723,21 +762,38 @@ def _identity(doc: JSON) -> tuple[str, str, str, str]:
     name = metadata.get("name") or (metadata.get("annotations") or {}).get(
         RESOURCE_NAME_ANNOTATION, ""
     )
-    return (str(doc.get("apiVersion", "")), str(doc.get("kind", "")),
-            str(metadata.get("namespace") or ""), str(name))  # fmt: skip
+    return (
+        str(doc.get("apiVersion", "")),
+        str(doc.get("kind", "")),
+        str(metadata.get("namespace") or ""),
+        str(name),
+    )
 
 
-def run_crossplane_validate(crossplane: Path, extensions: list[Path], resources: Path,
-                            workdir: Path) -> JSON:  # fmt: skip
+def run_crossplane_validate(
+    crossplane: Path, extensions: list[Path], resources: Path, workdir: Path
+) -> JSON:
     """``crossplane resource validate`` with no Crossplane image (nothing is downloaded: the
     extensions hold no packages) and a cache under _output; its JSON result."""
     cache = OUTPUT / "validate-cache"
     done = subprocess.run(
-        [str(crossplane), "resource", "validate", ",".join(str(e) for e in extensions),
-         str(resources), "--crossplane-image=", f"--cache-dir={cache}", "--output=json"],
-        capture_output=True, text=True, check=False, timeout=300, cwd=workdir,
+        [
+            str(crossplane),
+            "resource",
+            "validate",
+            ",".join(str(e) for e in extensions),
+            str(resources),
+            "--crossplane-image=",
+            f"--cache-dir={cache}",
+            "--output=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=workdir,
         env=_quiet_environment(workdir),
-    )  # fmt: skip
+    )
     start = done.stdout.find("{")
     if start < 0:
         raise RuntimeError(
@@ -759,8 +815,9 @@ def run_modelplane_validate(paths: list[Path], root: Path) -> JSON:
     return json.loads(result.stdout)
 
 
-def validate_verdicts(crossplane: Path, workdir: Path,
-                      root: Path = REPOSITORY) -> list[ObjectVerdict]:  # fmt: skip
+def validate_verdicts(
+    crossplane: Path, workdir: Path, root: Path = REPOSITORY
+) -> list[ObjectVerdict]:
     """Both verdicts on every object of ``examples/``: modelplane's (from
     ``modelplane validate -o json examples``) and crossplane's (``crossplane resource validate``
     against apis/ plus the CRDs Modelplane ships)."""
@@ -770,14 +827,21 @@ def validate_verdicts(crossplane: Path, workdir: Path,
     ours = run_modelplane_validate([Path("examples")], root)
     by_identity: dict[tuple[str, str, str, str], list[JSON]] = {}
     for result in theirs.get("resources") or []:
-        key = (result.get("apiVersion", ""), result.get("kind", ""),
-               result.get("namespace", ""), result.get("name", ""))  # fmt: skip
+        key = (
+            result.get("apiVersion", ""),
+            result.get("kind", ""),
+            result.get("namespace", ""),
+            result.get("name", ""),
+        )
         by_identity.setdefault(key, []).append(result)
     problems: dict[tuple[str, str, str], list[str]] = {}
     for problem in ours.get("problems") or []:
         key = (problem.get("file", ""), problem.get("kind", ""), problem.get("name", ""))
-        text = f"{problem.get('path')}: {problem.get('message')}" if problem.get("path") else (
-            str(problem.get("message")))  # fmt: skip
+        text = (
+            f"{problem.get('path')}: {problem.get('message')}"
+            if problem.get("path")
+            else (str(problem.get("message")))
+        )
         problems.setdefault(key, []).append(text)
     verdicts = []
     for file in _manifest_files(examples):
@@ -791,11 +855,19 @@ def validate_verdicts(crossplane: Path, workdir: Path,
             metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
             shown = metadata.get("name") or metadata.get("generateName") or "?"
             mine = problems.get((relative, identity[1], str(shown)), [])
-            verdicts.append(ObjectVerdict(
-                relative, identity[0], identity[1], identity[2], identity[3],
-                "invalid" if mine else "valid", str(result.get("status")), tuple(mine),
-                tuple(str(e.get("message")) for e in result.get("errors") or []),
-            ))  # fmt: skip
+            verdicts.append(
+                ObjectVerdict(
+                    relative,
+                    identity[0],
+                    identity[1],
+                    identity[2],
+                    identity[3],
+                    "invalid" if mine else "valid",
+                    str(result.get("status")),
+                    tuple(mine),
+                    tuple(str(e.get("message")) for e in result.get("errors") or []),
+                )
+            )
     return verdicts
 
 
@@ -816,9 +888,11 @@ def judge_validate(verdicts: list[ObjectVerdict], rows: list[Documented]) -> Ver
     found: dict[str, list[Difference]] = {}
     for verdict in verdicts:
         if not verdict.agree:
-            found.setdefault(verdict.file, []).append(Difference(
-                verdict.label,
-                {"verdict": verdict.modelplane, "problems": list(verdict.modelplane_problems)},
-                {"verdict": verdict.crossplane, "errors": list(verdict.crossplane_errors)},
-            ))  # fmt: skip
+            found.setdefault(verdict.file, []).append(
+                Difference(
+                    verdict.label,
+                    {"verdict": verdict.modelplane, "problems": list(verdict.modelplane_problems)},
+                    {"verdict": verdict.crossplane, "errors": list(verdict.crossplane_errors)},
+                )
+            )
     return judge(found, rows)
