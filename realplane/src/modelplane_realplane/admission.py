@@ -11,19 +11,17 @@ verdicts agree when both accept, or both refuse naming the same fields.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 from modelplane import validate as validating
 from modelplane.validate import Document
 
+from modelplane_realplane.crds import shipped_crds
 from modelplane_realplane.kubeapi import ApiError, Client, is_true, wait
 from modelplane_realplane.paths import REPOSITORY
 
 SOURCES = ("apis", "examples", "docs/manifests")
-GENERATED = REPOSITORY / "schemas" / "python" / "src" / "modelplane_schemas" / "generated"
 # Crossplane core's own kinds come from the built core, not from the copies Modelplane ships.
 CORE_GROUPS = ("apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io",
                "protection.crossplane.io")  # fmt: skip
@@ -68,27 +66,14 @@ def repository_documents() -> list[Document]:
     return documents
 
 
-def shipped_crds() -> list[dict[str, Any]]:
-    """The composed kinds' CRDs `modelplane generate` ships, Crossplane's own kinds aside."""
-    crds = []
-    for path in sorted(GENERATED.rglob("*.crd.json")):
-        crd = json.loads(path.read_text())
-        if (
-            crd.get("kind") == "CustomResourceDefinition"
-            and crd["spec"]["group"] not in CORE_GROUPS
-        ):
-            crds.append(crd)
-    return crds
-
-
 def prepare(client: Client, documents: list[Document]) -> None:
     """Install what the objects need: composed-kind CRDs and every namespace they name."""
     existing = {c["metadata"]["name"] for c in
                 client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")}  # fmt: skip
     added = []
-    for crd in shipped_crds():
+    for crd in shipped_crds(skip_groups=CORE_GROUPS):
         if crd["metadata"]["name"] not in existing:
-            client.apply({key: value for key, value in crd.items() if key != "status"})
+            client.apply(crd)
             added.append(crd["metadata"]["name"])
     for name in added:
         wait(f"CRD {name} Established", lambda name=name: is_true(
@@ -148,7 +133,7 @@ def judge(client: Client) -> list[Judged]:
         body = doc.body if isinstance(doc.body, dict) else {}
         metadata = body.get("metadata") or {}
         judged.append(Judged(
-            source=f"{Path(doc.file).relative_to(REPOSITORY)}:{doc.line}",
+            source=f"{doc.file}:{doc.line}",
             kind=str(body.get("kind", "?")),
             name=str(metadata.get("name", "?")),
             server=server_verdict(client, body),

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from modelplane_realplane import build, processes
+from modelplane_realplane import build, crds, processes
 from modelplane_realplane.paths import OUTPUT, REPOSITORY
 
 JSON = dict[str, Any]
@@ -708,46 +708,13 @@ class ObjectVerdict:
 
 
 def shipped_crds(dest: Path) -> Path:
-    """The CRDs Modelplane ships for the kinds it composes or reads (the ``*.crd.json`` beside
-    the generated models; XRD-defined kinds are left to apis/), written as CRD manifests for
-    the real validate to load as extensions."""
-    from modelplane_schemas import generated  # noqa: PLC0415
-
+    """The CRDs Modelplane ships for the kinds it composes or reads, written as manifests for
+    the real validate to load as extensions (XRD-defined kinds are left to apis/)."""
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("*.yaml"):
         old.unlink()
-    base = Path(generated.__file__).parent
-    for record_path in sorted(base.rglob("*.crd.json")):
-        record = json.loads(record_path.read_text())
-        if record.get("definedBy"):
-            continue
-        group, _, version = record["apiVersion"].rpartition("/")
-        kind = record["kind"]
-        plural = kind.lower() + ("es" if kind.lower().endswith("s") else "s")
-        crd = {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}"},
-            "spec": {
-                "group": group,
-                "names": {
-                    "kind": kind,
-                    "plural": plural,
-                    "listKind": f"{kind}List",
-                    "singular": kind.lower(),
-                },
-                "scope": record["scope"],
-                "versions": [
-                    {
-                        "name": version,
-                        "served": True,
-                        "storage": True,
-                        "schema": {"openAPIV3Schema": record["openAPIV3Schema"]},
-                    }
-                ],
-            },
-        }
-        (dest / f"{group}_{version}_{kind.lower()}.yaml").write_text(yaml.safe_dump(crd))
+    for crd in crds.shipped_crds():
+        (dest / f"{crd['metadata']['name']}.yaml").write_text(yaml.safe_dump(crd))
     return dest
 
 
