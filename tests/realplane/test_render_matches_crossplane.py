@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from modelplane_realplane import build, report
 from modelplane_realplane import rendercheck as rc
 from modelplane_realplane.paths import BIN
@@ -46,8 +47,14 @@ def test_every_render_input_is_a_documented_command() -> None:
 def test_command_lines_are_parsed_as_a_shell_would(tmp_path: Path) -> None:
     assert rc.command_arguments("uv run modelplane render a.yaml -r  # why") == ("a.yaml", "-r")
     assert rc.command_arguments("$ uv run modelplane render 'a b.yaml'") == ("a b.yaml",)
-    for redirected in ("a.yaml > out.yaml", "a.yaml 2>/dev/null", "a.yaml | less",
-                       "a.yaml && echo ok", "a.yaml; true", "< in.yaml"):  # fmt: skip
+    for redirected in (
+        "a.yaml > out.yaml",
+        "a.yaml 2>/dev/null",
+        "a.yaml | less",
+        "a.yaml && echo ok",
+        "a.yaml; true",
+        "< in.yaml",
+    ):
         assert rc.command_arguments(f"uv run modelplane render {redirected}") is None
     assert rc.command_arguments("uv run modelplane validate a.yaml") is None
     readme = tmp_path / "examples" / "x" / "README.md"
@@ -63,15 +70,42 @@ def test_command_lines_are_parsed_as_a_shell_would(tmp_path: Path) -> None:
 
 
 def test_outputs_are_compared_as_objects() -> None:
-    ours = rc.Outcome(0, "---\nkind: X\nspec: {a: 1.0, b: [1, 2]}\n"
-                         "status: {conditions: [{type: A}, {type: B, reason: r}]}\n", "", 0)
-    theirs = rc.Outcome(0, "kind: X\nspec:\n  a: 1\n  b: [1, 3]\n"
-                           "status: {conditions: [{type: B, reason: s}, {type: A}]}\n", "", 0)
-    found = rc.compare_outputs(ours, theirs)  # fmt: skip
+    ours = rc.Outcome(
+        0,
+        "---\nkind: X\nspec: {a: 1.0, b: [1, 2]}\n"
+        "status: {conditions: [{type: A}, {type: B, reason: r}]}\n",
+        "",
+        0,
+    )
+    theirs = rc.Outcome(
+        0,
+        "kind: X\nspec:\n  a: 1\n  b: [1, 3]\n"
+        "status: {conditions: [{type: B, reason: s}, {type: A}]}\n",
+        "",
+        0,
+    )
+    found = rc.compare_outputs(ours, theirs)
     assert [d.path for d in found] == ["xr:spec.b[1]", "xr:status.conditions[type=B].reason"]
     refused = rc.Outcome(1, "", "boom", 0)
     assert rc.compare_outputs(refused, refused) == []
     assert [d.path for d in rc.compare_outputs(ours, refused)] == ["exit"]
+
+
+def test_per_resource_events_are_compared_in_any_order() -> None:
+    """The reconciler emits them walking a Go map; everything else keeps its place."""
+
+    def event(reason: str, message: str) -> dict[str, str]:
+        return {"apiVersion": rc.RENDER_API_VERSION, "kind": "Result", "severity": "Normal",
+                "reason": reason, "message": message}  # fmt: skip
+
+    select = event("SelectComposition", "Successfully selected composition: x")
+    step = event("ComposeResources", 'Pipeline step "s": hi')
+    b, a = (event("ComposeResources", f'Composed resource "{n}" is not yet ready') for n in "ba")
+    assert rc.canonical_results([select, step, b, a]) == [select, step, a, b]
+    assert rc.canonical_results([step, select]) == [step, select]
+    ours = rc.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, a, b]), "", 0)
+    theirs = rc.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, b, a]), "", 0)
+    assert rc.compare_outputs(ours, theirs) == []
 
 
 def test_the_documented_list_must_be_exact() -> None:

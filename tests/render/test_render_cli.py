@@ -31,6 +31,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from modelplane.main import cli
+from modelplane.pipeline import child_name
 from modelplane.project import installed_name
 from modelplane_common.plain import to_plain
 from modelplane_common.serving import BackgroundServer
@@ -165,21 +166,34 @@ ROOT = Path(__file__).resolve().parents[2]
 UV = os.environ.get("UV") or shutil.which("uv") or "uv"
 EXAMPLE = ROOT / "examples" / "platform" / "inferenceclass-l4.yaml"
 
+# Byte for byte what crossplane render v2.5 (core v2.3) prints for this input: the XR as the
+# one reconcile left it, with the references it recorded and the reconciler's conditions.
 EXPECTED_CLASS = """---
 apiVersion: modelplane.ai/v1alpha1
 kind: InferenceClass
 metadata:
   name: gke-l4-1x-g2
+spec:
+  crossplane:
+    resourceRefs: []
 status:
   conditions:
   - lastTransitionTime: "2024-01-01T00:00:00Z"
-    reason: Available
+    reason: WatchCircuitClosed
     status: "True"
-    type: Ready
+    type: Responsive
   - lastTransitionTime: "2024-01-01T00:00:00Z"
     reason: Available
     status: "True"
     type: Accepted
+  - lastTransitionTime: "2024-01-01T00:00:00Z"
+    reason: ReconcileSuccess
+    status: "True"
+    type: Synced
+  - lastTransitionTime: "2024-01-01T00:00:00Z"
+    reason: Available
+    status: "True"
+    type: Ready
 """
 
 
@@ -192,11 +206,21 @@ def test_inference_class_example_renders_ready_and_accepted():
 
 def test_full_xr_shows_the_schema_defaults_and_context_document(tmp_path):
     docs = documents(render(EXAMPLE, "-x", "-c", "-r", "--context-values", "tier=1"))
-    xr, context = docs
+    xr, selected, context = docs
     gke = xr["spec"]["provisioning"]["gke"]
     assert gke["diskSizeGb"] == 100  # XRD default applied before the function ran
     assert xr["spec"]["devices"][0]["claim"] == "DRA"
     assert xr["spec"]["devices"][0]["count"] == 1
+    # -x merges the reconciled XR into the input: its spec keeps the references recorded.
+    assert xr["spec"]["crossplane"] == {"resourceRefs": []}
+    assert xr["metadata"] == yaml.safe_load(EXAMPLE.read_text())["metadata"]
+    assert selected == {
+        "apiVersion": "render.crossplane.io/v1beta1",
+        "kind": "Result",
+        "severity": "Normal",
+        "reason": "SelectComposition",
+        "message": "Successfully selected composition: inferenceclasses.modelplane.ai",
+    }
     assert context == {
         "apiVersion": "render.crossplane.io/v1beta1",
         "kind": "Context",
@@ -297,6 +321,9 @@ def test_composed_resources_are_stamped_and_sorted(serve, files):
     comp = files("comp.yaml", composition("compose"))
     result = render(xr, comp, "--functions", functions)
     assert result.exit_code == 0, result.stderr
+    # The XR's UID is render's fake one: uuid5(nil, "test.modelplane.ai/v1, Kind=Widget\0\0w1").
+    # Each name is generateName + sha256(UID + resource name)[:12], the references are sorted
+    # by apiVersion, kind and name, and the conditions are the reconciler's.
     assert (
         result.stdout
         == """---
@@ -304,8 +331,25 @@ apiVersion: test.modelplane.ai/v1
 kind: Widget
 metadata:
   name: w1
+spec:
+  crossplane:
+    resourceRefs:
+    - apiVersion: v1
+      kind: ConfigMap
+      name: w1-b076e803887b
+    - apiVersion: v1
+      kind: ConfigMap
+      name: w1-d46e4792c603
 status:
   conditions:
+  - lastTransitionTime: "2024-01-01T00:00:00Z"
+    reason: WatchCircuitClosed
+    status: "True"
+    type: Responsive
+  - lastTransitionTime: "2024-01-01T00:00:00Z"
+    reason: ReconcileSuccess
+    status: "True"
+    type: Synced
   - lastTransitionTime: "2024-01-01T00:00:00Z"
     message: 'Unready resources: alpha'
     reason: Creating
@@ -322,13 +366,14 @@ metadata:
   generateName: w1-
   labels:
     crossplane.io/composite: w1
+  name: w1-d46e4792c603
   ownerReferences:
   - apiVersion: test.modelplane.ai/v1
     blockOwnerDeletion: true
     controller: true
     kind: Widget
     name: w1
-    uid: ""
+    uid: bc670706-d258-59c8-8e92-796d31cb59fc
 ---
 apiVersion: v1
 data:
@@ -340,13 +385,14 @@ metadata:
   generateName: w1-
   labels:
     crossplane.io/composite: w1
+  name: w1-b076e803887b
   ownerReferences:
   - apiVersion: test.modelplane.ai/v1
     blockOwnerDeletion: true
     controller: true
     kind: Widget
     name: w1
-    uid: ""
+    uid: bc670706-d258-59c8-8e92-796d31cb59fc
 """
     )
 
@@ -363,10 +409,16 @@ def test_unready_list_is_summarised_and_explicit_readiness_wins(serve, files):
     functions = serve(compose=Scripted(compose))
     xr = files("xr.yaml", widget())
     comp = files("comp.yaml", composition("compose"))
-    (ready,) = documents(render(xr, comp, "--functions", functions))[0]["status"]["conditions"]
+    ready = _condition(documents(render(xr, comp, "--functions", functions))[0], "Ready")
     assert ready["message"] == "Unready resources: a, b, c, and 2 more"
-    (ready,) = documents(render(xr, comp, "--functions", functions))[0]["status"]["conditions"]
+    ready = _condition(documents(render(xr, comp, "--functions", functions))[0], "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "Available")
+    assert "message" not in ready
+
+
+def _condition(doc: dict[str, Any], type_: str) -> dict[str, Any]:
+    (found,) = [c for c in doc["status"]["conditions"] if c["type"] == type_]
+    return found
 
 
 def test_dropped_resource_is_not_rendered(serve, files):
@@ -440,11 +492,23 @@ def test_namespaced_xr_forces_its_namespace_on_composed_resources(serve, files):
     functions = serve(compose=Scripted(compose))
     xr = files("xr.yaml", widget("w", namespace="team-a"))
     comp = files("comp.yaml", composition("compose"))
-    xr_doc, cm = documents(render(xr, comp, "--functions", functions))
+    xr_doc, cm, *results = documents(render(xr, comp, "--functions", functions, "-r"))
     assert xr_doc["metadata"] == {"name": "w", "namespace": "team-a"}
     assert cm["metadata"]["namespace"] == "team-a"
     assert cm["metadata"]["name"] == "cm"
     assert "generateName" not in cm["metadata"]
+    # A namespaced XR's references carry no namespace; the override is a warning event.
+    assert xr_doc["spec"]["crossplane"]["resourceRefs"] == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm"}
+    ]
+    assert results[-1] == {
+        "apiVersion": "render.crossplane.io/v1beta1",
+        "kind": "Result",
+        "severity": "Warning",
+        "reason": "NamespaceOverridden",
+        "message": 'cannot create composed resource "cm" in namespace "elsewhere", using XR '
+        'namespace "team-a" instead',
+    }
 
 
 def test_resource_controlled_by_another_owner_is_an_error(serve, files):
@@ -520,22 +584,34 @@ def test_conditions_results_and_context_flow_between_steps(serve, files):
     assert seen["name"] == "foo"
     assert seen["apiextensions.crossplane.io/environment"] == {"region": "eu"}
     types = [(c["type"], c["status"], c["reason"]) for c in xr_doc["status"]["conditions"]]
-    # Synced is Crossplane's own type: dropped. The later Checked replaces the earlier one.
-    assert types == [("Ready", "True", "Available"), ("Checked", "True", "Late")]
+    # Synced from a function is Crossplane's own type: dropped. The later Checked replaces the
+    # earlier one. The reconciler sets Responsive first, and Synced and Ready last.
+    assert types == [
+        ("Responsive", "True", "WatchCircuitClosed"),
+        ("Checked", "True", "Late"),
+        ("Synced", "True", "ReconcileSuccess"),
+        ("Ready", "True", "Available"),
+    ]
+    # -r prints the reconciler's events, function results among them.
+    result_api = {"apiVersion": "render.crossplane.io/v1beta1", "kind": "Result"}
     assert results == [
         {
-            "apiVersion": "render.crossplane.io/v1beta1",
-            "kind": "Result",
-            "step": "first",
-            "severity": "SEVERITY_NORMAL",
-            "message": "first says hi",
+            **result_api,
+            "severity": "Normal",
+            "reason": "SelectComposition",
+            "message": "Successfully selected composition: widgets",
         },
         {
-            "apiVersion": "render.crossplane.io/v1beta1",
-            "kind": "Result",
-            "step": "second",
-            "severity": "SEVERITY_WARNING",
-            "message": "second warns",
+            **result_api,
+            "severity": "Normal",
+            "reason": "ComposeResources",
+            "message": 'Pipeline step "first": first says hi',
+        },
+        {
+            **result_api,
+            "severity": "Warning",
+            "reason": "ComposeResources",
+            "message": 'Pipeline step "second": second warns',
         },
     ]
     assert context["kind"] == "Context"
@@ -573,6 +649,271 @@ def test_fatal_result_stops_the_pipeline_and_prints_nothing(serve, files):
         "returned a fatal result: spec.size: must be positive\n"
     )
     assert later.requests == []
+
+
+# --------------------------------------------------------------------------------------------
+# The one reconcile crossplane render v2.3+ runs (its reconciler's behaviour, modelled)
+
+RESULT_API = {"apiVersion": "render.crossplane.io/v1beta1", "kind": "Result"}
+# uuid5(nil, "test.modelplane.ai/v1, Kind=Widget\0\0w1"): render's UID for widget("w1").
+W1_UID = "bc670706-d258-59c8-8e92-796d31cb59fc"
+
+
+def test_uid_names_and_references_are_what_crossplane_render_prints():
+    """Values the real crossplane render v2.5 (core v2.3.3) printed for this input."""
+    cache = ROOT / "examples" / "cache"
+    xr, *composed = documents(render(cache / "cache.yaml", "-e", cache / "clusters.yaml"))
+    by_name = {d["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: d
+               for d in composed}  # fmt: skip
+    hydrate = by_name["hydrate-eks-us-east"]["metadata"]
+    assert hydrate["name"] == "llama-70b-6d035dbdb10f"
+    assert hydrate["ownerReferences"][0]["uid"] == "d86c9155-7085-5a6c-9c22-543a9aa96165"
+    refs = xr["spec"]["crossplane"]["resourceRefs"]
+    assert refs == sorted(refs, key=lambda r: r["apiVersion"] + r["kind"] + r["name"])
+    assert {r["name"] for r in refs} == {d["metadata"]["name"] for d in composed}
+    assert "uid" not in xr["metadata"]  # the XR document is the reconciler's status write
+
+
+def test_functions_see_the_xr_the_reconciler_holds(serve, files):
+    function = Scripted(passthrough)
+    functions = serve(compose=function)
+    xr = files("xr.yaml", widget("w1"))
+    comp = files("comp.yaml", composition("compose"))
+    first, second = config_map("b-cm"), config_map("a-cm")
+    for body, name in ((first, "b"), (second, "a")):
+        body["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": name}
+    obs = files("observed.yaml", first, second)
+    documents(render(xr, comp, "-o", obs, "--functions", functions))
+    (request,) = function.requests
+    held = to_plain(request.observed.composite.resource)
+    assert held["metadata"] == {
+        "name": "w1",
+        "uid": W1_UID,
+        "resourceVersion": "999",
+        "labels": {"crossplane.io/composite": "w1"},
+    }
+    assert held["spec"]["crossplane"] == {
+        "compositionRef": {"name": "widgets"},
+        # One reference per observed object, in file order.
+        "resourceRefs": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "b-cm"},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "a-cm"},
+        ],
+    }
+    assert held["status"]["conditions"] == [
+        {
+            "type": "Responsive",
+            "status": "True",
+            "lastTransitionTime": "2024-01-01T00:00:00Z",
+            "reason": "WatchCircuitClosed",
+        }
+    ]
+    assert sorted(request.observed.resources) == ["a", "b"]
+
+
+def test_observed_resource_another_xr_controls_is_not_observed(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        add(rsp, "cm", config_map())
+        return rsp
+
+    function = Scripted(compose)
+    functions = serve(compose=function)
+    taken = config_map("taken")
+    taken["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": "cm"}
+    taken["metadata"]["ownerReferences"] = [
+        {"apiVersion": XR_API, "kind": XR_KIND, "name": "other", "uid": "1", "controller": True}
+    ]
+    xr = files("xr.yaml", widget("w1"))
+    comp = files("comp.yaml", composition("compose"))
+    obs = files("observed.yaml", taken)
+    _, cm = documents(render(xr, comp, "-o", obs, "--functions", functions))
+    assert list(function.requests[0].observed.resources) == []
+    # Not observed, so named afresh: generateName plus the hash of the fake UID and "cm".
+    assert cm["metadata"]["name"] == child_name("w1-", W1_UID, "cm")
+
+
+def test_cluster_scoped_xr_references_namespaced_resources_with_their_namespace(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        for key, namespace in (("one", "team-b"), ("two", "team-a")):
+            body = config_map("same")
+            body["metadata"]["namespace"] = namespace
+            add(rsp, key, body)
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    (xr_doc, *_) = documents(render(xr, comp, "--functions", functions))
+    assert xr_doc["spec"]["crossplane"]["resourceRefs"] == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "same", "namespace": "team-a"},
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "same", "namespace": "team-b"},
+    ]
+
+
+def test_events_come_in_the_reconcilers_order(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        add(rsp, "zed", config_map(), ready=False)
+        add(rsp, "abe", config_map(), ready=False)
+        add(rsp, "fine", config_map())
+        rsp.results.append(fnv1.Result(message="odd", reason="Odd"))  # severity unspecified
+        response.normal(rsp, "done")
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    _, _, _, _, *results = documents(render(xr, comp, "--functions", functions, "-r"))
+    assert results == [
+        {**RESULT_API, "severity": "Normal", "reason": "SelectComposition",
+         "message": "Successfully selected composition: widgets"},
+        {**RESULT_API, "severity": "Warning", "reason": "Odd",
+         "message": 'Pipeline step "compose" returned a result of unknown severity (assuming '
+                    "warning): odd"},
+        {**RESULT_API, "severity": "Normal", "reason": "ComposeResources",
+         "message": 'Pipeline step "compose": done'},
+        # The reconciler walks a Go map here; render walks the names in order.
+        {**RESULT_API, "severity": "Normal", "reason": "ComposeResources",
+         "message": 'Composed resource "abe" is not yet ready'},
+        {**RESULT_API, "severity": "Normal", "reason": "ComposeResources",
+         "message": 'Composed resource "zed" is not yet ready'},
+    ]  # fmt: skip
+
+
+def test_the_xrs_own_composition_ref_is_selected_without_an_event(serve, files):
+    functions = serve(compose=Scripted(passthrough))
+    chosen = widget(crossplane={"compositionRef": {"name": "widgets"}})
+    xr = files("xr.yaml", chosen)
+    comp = files("comp.yaml", composition("compose"))
+    assert documents(render(xr, comp, "--functions", functions, "-r"))[1:] == []
+
+
+def test_paused_xr_is_only_marked_paused(serve, files):
+    function = Scripted(passthrough)
+    functions = serve(compose=function)
+    paused = widget("w1", size=2)
+    paused["metadata"]["annotations"] = {"crossplane.io/paused": "true"}
+    xr = files("xr.yaml", paused)
+    comp = files("comp.yaml", composition("compose"))
+    xr_doc, event = documents(render(xr, comp, "--functions", functions, "-r", "-c"))
+    assert function.requests == []
+    # The XR as render stored it, status written by the reconciler.
+    assert xr_doc["metadata"]["uid"] == W1_UID
+    assert xr_doc["metadata"]["resourceVersion"] == "999"
+    assert xr_doc["spec"] == {"size": 2}
+    assert [(c["type"], c["status"], c["reason"], c.get("message"))
+            for c in xr_doc["status"]["conditions"]] == [
+        ("Responsive", "True", "WatchCircuitClosed", None),
+        ("Synced", "False", "ReconcilePaused",
+         "Reconciliation (including deletion) is paused via the pause annotation"),
+    ]  # fmt: skip
+    assert event == {**RESULT_API, "severity": "Normal", "reason": "ReconciliationPaused",
+                     "message": "Reconciliation is paused via the pause annotation"}  # fmt: skip
+
+
+def test_deleted_xr_is_not_composed(serve, files):
+    function = Scripted(passthrough)
+    functions = serve(compose=function)
+    deleted = widget("w1")
+    deleted["metadata"]["deletionTimestamp"] = "2024-05-01T00:00:00Z"
+    deleted["metadata"]["generation"] = 4
+    xr = files("xr.yaml", deleted)
+    comp = files("comp.yaml", composition("compose"))
+    (xr_doc,) = documents(render(xr, comp, "--functions", functions))
+    assert function.requests == []
+    assert [(c["type"], c["status"], c["reason"], c.get("observedGeneration"))
+            for c in xr_doc["status"]["conditions"]] == [
+        ("Responsive", "True", "WatchCircuitClosed", 4),
+        ("Ready", "False", "Deleting", 4),
+        ("Synced", "True", "ReconcileSuccess", 4),
+    ]  # fmt: skip
+
+
+def test_full_xr_merges_maps_and_replaces_lists(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        rsp.desired.composite.resource.update({"status": {"phase": "Up", "tags": ["new"]}})
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    full = widget("w1", size=2, crossplane={"resourceRefs": [{"name": "old"}]})
+    full["metadata"]["labels"] = {"team": "a"}
+    full["status"] = {"tags": ["old", "older"], "kept": True,
+                      "conditions": [{"type": "Custom", "status": "True", "reason": "Was",
+                                      "lastTransitionTime": "2020-01-01T00:00:00Z"}]}  # fmt: skip
+    xr = files("xr.yaml", full)
+    comp = files("comp.yaml", composition("compose"))
+    (xr_doc,) = documents(render(xr, comp, "--functions", functions, "-x"))
+    assert xr_doc["metadata"] == {"name": "w1", "labels": {"team": "a"}}
+    assert xr_doc["spec"] == {"size": 2, "crossplane": {"resourceRefs": []}}
+    assert xr_doc["status"]["tags"] == ["new"]
+    assert xr_doc["status"]["kept"] is True
+    assert xr_doc["status"]["phase"] == "Up"
+    # The XR's own conditions survive the reconcile; every time is pinned.
+    assert [(c["type"], c["lastTransitionTime"]) for c in xr_doc["status"]["conditions"]] == [
+        ("Custom", "2024-01-01T00:00:00Z"),
+        ("Responsive", "2024-01-01T00:00:00Z"),
+        ("Synced", "2024-01-01T00:00:00Z"),
+        ("Ready", "2024-01-01T00:00:00Z"),
+    ]
+
+
+def test_composed_conditions_are_pinned_and_a_bare_status_gets_null_conditions(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        bare = config_map()
+        bare["status"] = {"phase": "Pending"}
+        add(rsp, "bare", bare)
+        timed = config_map()
+        timed["status"] = {"conditions": [{"type": "X", "status": "True", "reason": "Y",
+                                           "lastTransitionTime": "2030-01-01T00:00:00Z",
+                                           "extra": "dropped"}]}  # fmt: skip
+        add(rsp, "timed", timed)
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("compose"))
+    _, bare, timed = documents(render(xr, comp, "--functions", functions))
+    assert bare["status"] == {"phase": "Pending", "conditions": None}
+    assert timed["status"]["conditions"] == [
+        {"type": "X", "status": "True", "reason": "Y", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    ]
+
+
+def test_no_context_document_when_the_last_step_returns_no_context(serve, files):
+    functions = serve(bare=Scripted(lambda req, n: fnv1.RunFunctionResponse(desired=req.desired)))
+    xr = files("xr.yaml", widget())
+    comp = files("comp.yaml", composition("bare"))
+    assert [d["kind"] for d in documents(render(xr, comp, "--functions", functions, "-c"))] == [
+        "Widget"
+    ]
+
+
+def test_generated_name_that_is_not_a_dns_subdomain_is_refused(serve, files):
+    def compose(req, _n):
+        rsp = response.to(req)
+        add(rsp, "cm", config_map())
+        return rsp
+
+    functions = serve(compose=Scripted(compose))
+    xr = files("xr.yaml", widget("Big"))
+    comp = files("comp.yaml", composition("compose"))
+    result = render(xr, comp, "--functions", functions)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert 'cannot apply composed resource "cm" because it has an invalid name "Big-' in (
+        result.stderr
+    )
+
+
+def test_child_name_keeps_63_characters_and_one_dash():
+    long = "a" * 70
+    assert child_name(long, "uid", "x") == "a" * 50 + "-" + child_name("", "uid", "x")
+    assert child_name("p", "uid", "x") == "p-" + child_name("", "uid", "x")
+    assert len(child_name("", "uid", "x")) == 12
 
 
 # --------------------------------------------------------------------------------------------
@@ -970,7 +1311,9 @@ def test_required_schemas_are_answered_from_openapi_documents(serve, files, tmp_
     )
 
 
-def test_extra_resources_serve_asked_requirements_but_not_bootstrap_ones(serve, files):
+def test_extra_resources_are_required_resources_too(serve, files):
+    """v2.3+ loads --extra-resources into the same store as -e: bootstrap lookups see them."""
+
     def compose(req, _n):
         rsp = response.to(req)
         _require(rsp, "asked", "settings", namespace="team-a")
@@ -993,9 +1336,9 @@ def test_extra_resources_serve_asked_requirements_but_not_bootstrap_ones(serve, 
     extra = files("extra.yaml", _settings("team-a", "a"))
     documents(render(xr, comp, functions, "--extra-resources", extra))
     last = function.requests[-1]
-    assert list(last.required_resources["boot"].items) == []
+    (boot,) = last.required_resources["boot"].items
     (item,) = last.required_resources["asked"].items
-    assert item.resource["data"]["value"] == "a"
+    assert boot.resource["data"]["value"] == item.resource["data"]["value"] == "a"
 
 
 def test_function_annotations_override_every_function(serve, files, tmp_path):
@@ -1054,9 +1397,10 @@ def test_xrd_flag_applies_the_given_xrds_defaults(serve, files):
     xr = files("xr.yaml", widget())
     comp = files("comp.yaml", composition("compose"))
     (xr_doc,) = documents(render(xr, comp, functions, "--xrd", xrd_file))
-    assert xr_doc["status"]["seen"] == {"size": 3}
+    selected = {"crossplane": {"compositionRef": {"name": "widgets"}}}
+    assert xr_doc["status"]["seen"] == {"size": 3, **selected}
     (plain,) = documents(render(xr, comp, functions))
-    assert plain["status"]["seen"] == {}
+    assert plain["status"]["seen"] == selected
     definition["spec"]["versions"][0]["name"] = "v2"
     files("xrd.yaml", definition)
     _fails(

@@ -31,15 +31,17 @@ from typing import Any, Protocol
 
 import yaml
 from modelplane_common.function import CLOCK_CONTEXT_KEY
-from modelplane_common.naming import MAX_NAME_LENGTH
 
 from modelplane import apiserver, kube, usages, xrd
 from modelplane.kube import JSON, ObjectKey, describe, group_of, key_of, meta
 from modelplane.pipeline import (
+    SYSTEM_CONDITION_TYPES,
     FunctionHost,
     PipelineError,
     PipelineResult,
+    child_name,
     repository_functions,
+    result_event,
     run_pipeline,
 )
 from modelplane.project import function_directory
@@ -54,7 +56,6 @@ COMPOSITE_LABEL = "crossplane.io/composite"
 CLAIM_LABELS = ("crossplane.io/claim-name", "crossplane.io/claim-namespace")
 PAUSED_ANNOTATION = "crossplane.io/paused"
 FINALIZER = "composite.apiextensions.crossplane.io"
-SYSTEM_CONDITION_TYPES = {"Ready", "Synced", "Healthy", "Responsive"}
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 _XR_OWN = ("spec", "crossplane")
 _EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -719,7 +720,7 @@ class ControlPlane:
             }
         ]
         if not metadata.get("name"):
-            metadata["name"] = generated_name(str(metadata["generateName"]), uid, name)
+            metadata["name"] = child_name(str(metadata["generateName"]), uid, name)
         if not kube.valid_name(metadata["name"], str(api_version), str(kind)):
             raise ComposeError(
                 f'composed resource "{name}" has an invalid name {metadata["name"]!r}: '
@@ -795,13 +796,8 @@ class ControlPlane:
 
     def _emit(self, key: ObjectKey, results: list[JSON]) -> None:
         """Non-fatal function results become events on the XR, as the reconciler records them."""
-        for event in results:
-            self._event(
-                key,
-                "Normal" if event.get("severity") == "SEVERITY_NORMAL" else "Warning",
-                str(event.get("reason") or "ComposeResources"),
-                f'Pipeline step "{event.get("step")}": {event.get("message")}',
-            )
+        for result in results:
+            self._event(key, *result_event(result))
 
     def _fail(self, xr: JSON, message: str, returned: list[JSON] | None = None) -> None:
         """Synced=False; custom conditions this run did not return become Unknown (§3.4)."""
@@ -936,13 +932,6 @@ class ControlPlane:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def generated_name(generate_name: str, owner_uid: str, resource_name: str) -> str:
-    """Crossplane's deterministic child name: prefix + sha256(owner UID + resource name)[:12]."""
-    prefix = generate_name if generate_name.endswith("-") else f"{generate_name}-"
-    suffix = hashlib.sha256((owner_uid + resource_name).encode()).hexdigest()[:12]
-    return prefix[: MAX_NAME_LENGTH - len(suffix)] + suffix
 
 
 def format_list(names: Iterable[str]) -> str:

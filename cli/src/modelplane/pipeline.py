@@ -1,7 +1,7 @@
 """Running a Pipeline composition against real gRPC function servers (shared by render and
 simulate).
 
-This models Crossplane v2.2's function runner (spec ``render.md`` §1): every step sees the same
+This models Crossplane's function runner (spec ``render.md`` §1): every step sees the same
 observed state, the desired state and context flow from step to step, requirements are resolved
 in rounds until a function asks for the same thing twice (at most six calls), and the first
 Fatal result ends the run. Where ``crossplane render`` is looser than the in-cluster reconciler
@@ -23,6 +23,7 @@ in-process by a ``BackgroundServer``, started on first use and reused for the ho
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +39,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
+from modelplane_common.naming import MAX_NAME_LENGTH
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import CHANNEL_OPTIONS, BackgroundServer
 
@@ -54,9 +56,14 @@ FUNCTION_API_VERSIONS = ("pkg.crossplane.io/v1", "pkg.crossplane.io/v1beta1")
 # Crossplane's FetchingFunctionRunner: one call plus at most five requirement rounds.
 MAX_REQUIREMENT_ITERATIONS = 5
 
-# Condition types Crossplane owns; a function returning one is silently ignored. Render v2.2
-# drops the first three only; the reconciler also drops Responsive (D7: follow the reconciler).
-SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy", "Responsive"})
+# Condition types Crossplane owns; a function returning one is silently ignored (the v2.3
+# reconciler's apiextensions IsSystemConditionType: core's four plus the watch circuit's).
+SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy", "UpToDate", "Responsive"})
+
+# The reason the reconciler gives composition events that carry none of their own.
+COMPOSE_REASON = "ComposeResources"
+# Crossplane's ChildName: this many hex characters of sha256 end a generated name.
+CHILD_HASH_LENGTH = 12
 
 CAPABILITIES = [
     fnv1.CAPABILITY_CAPABILITIES,
@@ -90,7 +97,7 @@ class PipelineResult:
     resources: dict[str, DesiredResource]  # composition resource name -> desired object
     conditions: list[JSON]  # custom conditions in order: {type,status,reason,message}
     results: list[JSON]  # non-fatal results: {step, severity (enum name), message, reason}
-    context: JSON
+    context: JSON | None  # the last step's context; None when it returned none
     ttl: float | None = None  # smallest non-zero TTL any step returned, in seconds
 
 
@@ -616,6 +623,60 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
         },
         conditions=conditions,
         results=results,
-        context=to_plain(pipeline_context) if pipeline_context is not None else {},
+        context=to_plain(pipeline_context) if pipeline_context is not None else None,
         ttl=ttl,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# What the reconciler makes of a run (shared by render and simulate)
+
+
+def go_quote(text: str) -> str:
+    """``text`` as Go's ``%q`` prints it: double-quoted, with ``"``, ``\\`` and control
+    characters escaped."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    out = []
+    for char in text:
+        if char in escapes:
+            out.append(escapes[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def result_event(result: JSON) -> tuple[str, str, str]:
+    """The event (type, reason, message) the reconciler records for one non-fatal function
+    result: the result's reason (``ComposeResources`` when it has none), the message behind
+    ``Pipeline step "<step>": ``, and a result of unknown severity as a warning."""
+    reason = str(result.get("reason") or COMPOSE_REASON)
+    step = go_quote(str(result.get("step", "")))
+    message = str(result.get("message", ""))
+    severity = result.get("severity")
+    if severity == "SEVERITY_NORMAL":
+        return "Normal", reason, f"Pipeline step {step}: {message}"
+    if severity == "SEVERITY_WARNING":
+        return "Warning", reason, f"Pipeline step {step}: {message}"
+    return (
+        "Warning",
+        reason,
+        f"Pipeline step {step} returned a result of unknown severity (assuming warning): {message}",
+    )
+
+
+def child_name(parent: str, parent_uid: str, child: str) -> str:
+    """Crossplane's name for a composed resource that has only ``generateName`` (its
+    ``names.ChildName``): the prefix with one trailing ``-``, then the first 12 hex characters
+    of sha256(owner UID + composition resource name); a prefix too long for 63 characters is
+    cut, keeping a ``-`` before the hash."""
+    suffix = hashlib.sha256((parent_uid + child).encode()).hexdigest()[:CHILD_HASH_LENGTH]
+    if parent and not parent.endswith("-"):
+        parent += "-"
+    if len(parent) + len(suffix) <= MAX_NAME_LENGTH:
+        return parent + suffix
+    keep = MAX_NAME_LENGTH - CHILD_HASH_LENGTH
+    if not parent[:keep].endswith("-"):
+        return parent[: keep - 1] + "-" + suffix
+    return parent[:keep] + suffix

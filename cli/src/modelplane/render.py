@@ -3,18 +3,22 @@
 It reads an XR (and optionally a Composition, defaulting to the one in apis/ for the XR's
 type), applies the XRD's schema defaults, runs the composition's function pipeline against
 real gRPC servers (repository functions hosted in-process, or Development targets from a
-Functions file) and prints the document stream ``crossplane render`` v2.2 prints (spec
-``render.md`` §2). Where render is looser than the in-cluster reconciler we follow the
-reconciler (decision D7); see design/render.md.
+Functions file) and prints the document stream ``crossplane render`` v2.5 prints. Since v2.3
+that command runs one real reconcile of Crossplane's composite reconciler against an in-memory
+store (spec ``render.md`` "v2.3+"); ``reconcile`` models that reconcile. Where render is looser
+than the in-cluster reconciler we follow the reconciler (decision D7); see design/render.md.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import re
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +27,14 @@ import yaml
 
 from modelplane import goyaml, xrd
 from modelplane.pipeline import (
+    COMPOSE_REASON,
     FunctionHost,
     PipelineError,
     PipelineResult,
     SchemaSource,
+    child_name,
+    go_quote,
+    result_event,
     run_pipeline,
 )
 
@@ -307,24 +315,132 @@ def load_credentials(location: str | None) -> dict[str, dict[str, bytes]]:
     return secrets
 
 
-def load_observed(location: str | None) -> dict[str, JSON]:
-    """Observed composed resources keyed by their composition resource name."""
+def load_observed(location: str | None) -> list[JSON]:
+    """The observed composed resources, in file order (render makes one resource reference
+    per object, in this order, before the reconcile observes them)."""
     if location is None:
-        return {}
-    observed: dict[str, JSON] = {}
-    for obj in load_objects(location):
-        name = (_meta(obj).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION)
-        if not name:
-            # crossplane render keys such an object as ""; the reconciler refuses it (D7).
-            raise RenderError(
-                f"observed resource {_describe(obj)} has no {RESOURCE_NAME_ANNOTATION} annotation"
-            )
-        observed[name] = obj
-    return observed
+        return []
+    return load_objects(location)
 
 
 # --------------------------------------------------------------------------------------------
-# Output
+# Conditions, as crossplane-runtime's ConditionedStatus handles them
+
+# v2.3+ render's XR has no resourceVersion of its own; it gets this one.
+RESOURCE_VERSION = "999"
+PAUSED_ANNOTATION = "crossplane.io/paused"
+RECONCILE_REQUEST_ANNOTATION = "crossplane.io/reconcile-requested-at"
+PAUSED_MESSAGE = "Reconciliation (including deletion) is paused via the pause annotation"
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_RBAC_GROUP = "rbac.authorization.k8s.io"
+_RBAC_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def condition(type_: str, status: str, reason: str, message: str = "", generation: int = 0) -> JSON:
+    """One condition as Go marshals it (``message`` and ``observedGeneration`` only when set),
+    at render's fixed time."""
+    out: JSON = {
+        "type": type_,
+        "status": status,
+        "lastTransitionTime": LAST_TRANSITION_TIME,
+        "reason": reason,
+    }
+    if message:
+        out["message"] = message
+    if generation:
+        out["observedGeneration"] = generation
+    return out
+
+
+def _decode_condition(raw: Any) -> JSON | None:
+    """``raw`` decoded into crossplane-runtime's Condition and marshalled back (unknown fields
+    dropped, ``reason`` always present); None where Go's decoder would fail."""
+    if not isinstance(raw, dict):
+        return None
+    texts = {}
+    for field in ("type", "status", "reason", "message"):
+        value = raw.get(field)
+        if value is not None and not isinstance(value, str):
+            return None
+        texts[field] = value or ""
+    time_ = raw.get("lastTransitionTime")
+    if time_ is not None and not (isinstance(time_, str) and _RFC3339.fullmatch(time_)):
+        return None
+    generation = raw.get("observedGeneration")
+    if isinstance(generation, float) and generation.is_integer():
+        generation = int(generation)
+    if generation is not None and (isinstance(generation, bool) or not isinstance(generation, int)):
+        return None
+    out = {
+        "type": texts["type"],
+        "status": texts["status"],
+        "lastTransitionTime": time_,
+        "reason": texts["reason"],
+    }
+    if texts["message"]:
+        out["message"] = texts["message"]
+    if generation:
+        out["observedGeneration"] = generation
+    return out
+
+
+def get_conditions(obj: JSON) -> list[JSON] | None:
+    """``status.conditions`` decoded, ``[]`` when there are none; None when they do not
+    decode (Go leaves such an object alone)."""
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return [] if status is None else None
+    raw = status.get("conditions")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        return None
+    decoded = [_decode_condition(c) for c in raw]
+    return None if any(c is None for c in decoded) else [c for c in decoded if c is not None]
+
+
+def _equal(a: JSON, b: JSON) -> bool:
+    """Condition.Equal: the time never counts; observedGeneration only when both have one."""
+    fields = ["type", "status", "reason", "message"]
+    if a.get("observedGeneration") and b.get("observedGeneration"):
+        fields.append("observedGeneration")
+    return all(a.get(f, "") == b.get(f, "") for f in fields)
+
+
+def set_conditions(obj: JSON, *conditions: JSON) -> None:
+    """ConditionedStatus.SetConditions on ``obj``: a condition replaces each one of its type
+    unless it equals it (keeping the older time), and is appended when its type is new."""
+    merged = get_conditions(obj) or []
+    for new in conditions:
+        exists = False
+        for i, existing in enumerate(merged):
+            if existing["type"] != new["type"]:
+                continue
+            exists = True
+            if not _equal(existing, new):
+                merged[i] = dict(new)
+        if not exists:
+            merged.append(dict(new))
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        status = obj["status"] = {}
+    status["conditions"] = merged
+
+
+def pin_condition_times(obj: JSON) -> None:
+    """render's ReplaceConditionTimestamps: every condition of an object with a status gets
+    the fixed time. A status without conditions gets ``conditions: null`` (Go writes its nil
+    list back); conditions that do not decode are left as they are."""
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return
+    if status.get("conditions") is None:
+        status["conditions"] = None
+        return
+    decoded = get_conditions(obj)
+    if decoded is not None:
+        status["conditions"] = [{**c, "lastTransitionTime": LAST_TRANSITION_TIME} for c in decoded]
 
 
 def _names(names: list[str]) -> str:
@@ -338,37 +454,81 @@ def _names(names: list[str]) -> str:
 
 
 def _ready_condition(result: PipelineResult) -> JSON:
-    available = {"type": "Ready", "status": "True", "reason": "Available"}
-    creating = {"type": "Ready", "status": "False", "reason": "Creating"}
+    """Ready as the reconciler sets it: the composite's own readiness when a function gave one,
+    else Available unless some composed resource is not ready."""
     if result.composite_ready == "True":
-        return available
+        return condition("Ready", "True", "Available")
     if result.composite_ready == "False":
-        return creating
+        return condition("Ready", "False", "Creating")
     unready = [name for name, r in result.resources.items() if r.ready != "True"]
     if unready:
-        return {**creating, "message": f"Unready resources: {_names(unready)}"}
-    return available
+        return condition("Ready", "False", "Creating", f"Unready resources: {_names(unready)}")
+    return condition("Ready", "True", "Available")
 
 
-def _set_conditions(xr: JSON, conditions: list[JSON]) -> None:
-    """crossplane-runtime's SetConditions: update a type in place unless equal, else append."""
-    status = xr.setdefault("status", {})
-    existing = status.get("conditions")
-    merged: list[JSON] = list(existing) if isinstance(existing, list) else []
-    for condition in conditions:
-        stamped = {**condition, "lastTransitionTime": LAST_TRANSITION_TIME}
-        for i, old in enumerate(merged):
-            if isinstance(old, dict) and old.get("type") == condition["type"]:
-                same = all(
-                    old.get(f, "") == condition.get(f, "")
-                    for f in ("type", "status", "reason", "message")
-                )
-                if not same:
-                    merged[i] = stamped
-                break
-        else:
-            merged.append(stamped)
-    status["conditions"] = merged
+# --------------------------------------------------------------------------------------------
+# One reconcile, as crossplane render v2.3+ runs it (``crossplane internal render``)
+
+
+@dataclasses.dataclass
+class Reconciled:
+    """What one reconcile leaves behind: the XR as last written, the composed resources it
+    applied (sorted by resource name), its events in order, and the pipeline's last context
+    (None when the pipeline did not run or its last step returned none)."""
+
+    composite: JSON
+    composed: list[JSON]
+    events: list[JSON]  # {"type": "Normal" | "Warning", "reason", "message"}
+    context: JSON | None
+
+
+def fake_uid(xr: JSON) -> str:
+    """The UID render gives the XR: a SHA-1 (version 5) UUID in the nil namespace of
+    ``<group>/<version>, Kind=<kind> NUL <namespace> NUL <name>``."""
+    group, _, version = str(xr["apiVersion"]).rpartition("/")
+    metadata = _meta(xr)
+    data = (
+        f"{group}/{version}, Kind={xr['kind']}\x00"
+        f"{metadata.get('namespace') or ''}\x00{metadata.get('name') or ''}"
+    )
+    return str(uuid.uuid5(uuid.UUID(int=0), data))
+
+
+def _event(type_: str, reason: str, message: str) -> JSON:
+    return {"type": type_, "reason": reason, "message": message}
+
+
+def _mapping(obj: JSON, key: str) -> JSON:
+    """``obj[key]``, made an empty mapping when it is absent or not one."""
+    value = obj.get(key)
+    if not isinstance(value, dict):
+        value = obj[key] = {}
+    return value
+
+
+def _reference(obj: JSON, with_namespace: bool, with_uid: bool) -> JSON:
+    """A corev1.ObjectReference to ``obj`` as Go marshals it (empty fields left out); the
+    namespace only for a cluster-scoped XR, whose schema allows one."""
+    metadata = _meta(obj)
+    fields = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace") if with_namespace else None,
+        "uid": metadata.get("uid") if with_uid else None,
+    }
+    return {k: v for k, v in fields.items() if isinstance(v, str) and v}
+
+
+def _ref_key(ref: JSON) -> bytes:
+    return "".join(ref.get(f, "") for f in ("apiVersion", "kind", "name", "namespace")).encode()
+
+
+def _controller_uid(obj: JSON) -> str | None:
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return str(ref.get("uid") or "")
+    return None
 
 
 def _set_or_remove(mapping: JSON, key: str, value: Any) -> None:
@@ -378,24 +538,63 @@ def _set_or_remove(mapping: JSON, key: str, value: Any) -> None:
         mapping.pop(key, None)
 
 
-def render_composite(xr: JSON, result: PipelineResult, include_full_xr: bool) -> JSON:
-    out = copy.deepcopy(result.desired_composite) or {}
-    out["apiVersion"], out["kind"] = xr["apiVersion"], xr["kind"]
-    metadata = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
-    _set_or_remove(metadata, "name", _meta(xr).get("name"))
-    _set_or_remove(metadata, "namespace", _meta(xr).get("namespace"))
-    _set_or_remove(out, "metadata", metadata)
-    _set_conditions(out, [_ready_condition(result), *result.conditions])
-    if include_full_xr:
-        if "spec" not in xr:
-            raise RenderError("cannot include the full XR: the composite resource has no spec")
-        out["spec"] = copy.deepcopy(xr["spec"])
-        out["metadata"] = copy.deepcopy(xr.get("metadata") or {})
-    return out
+def stored_xr(xr: JSON, observed: list[JSON]) -> JSON:
+    """The XR as render stores it before reconciling: the fake UID, resourceVersion ``999``
+    and, when there are observed resources, one ``spec.crossplane.resourceRefs`` entry per
+    observed object in file order (replacing the input's)."""
+    stored = copy.deepcopy(xr)
+    metadata = _mapping(stored, "metadata")
+    metadata["uid"] = fake_uid(xr)
+    metadata["resourceVersion"] = RESOURCE_VERSION
+    if observed:
+        cluster_scoped = not metadata.get("namespace")
+        refs = [_reference(obj, cluster_scoped, with_uid=False) for obj in observed]
+        crossplane = _mapping(_mapping(stored, "spec"), "crossplane")
+        crossplane["resourceRefs"] = [ref for ref in refs if ref]
+    return stored
 
 
-def render_composed(name: str, body: JSON, xr: JSON, observed: dict[str, JSON]) -> JSON:
-    """One desired composed resource with the metadata Crossplane stamps (render.md §2.5)."""
+def observe(xr: JSON, objects: list[JSON]) -> dict[str, JSON]:
+    """The composed resources the reconciler finds through the XR's resourceRefs, keyed by
+    resource name: a reference without a name, to nothing, or to an object another owner
+    controls is skipped; a namespaced XR looks only in its own namespace."""
+    store = {
+        (o.get("apiVersion"), o.get("kind"), _meta(o).get("namespace") or "", _meta(o).get("name"))
+        : o
+        for o in objects
+    }  # fmt: skip
+    metadata = _meta(xr)
+    crossplane = (xr.get("spec") or {}).get("crossplane") or {}
+    found: dict[str, JSON] = {}
+    for ref in crossplane.get("resourceRefs") or []:
+        if not isinstance(ref, dict) or not ref.get("name"):
+            continue
+        namespace = metadata.get("namespace") or ref.get("namespace") or ""
+        obj = store.get((ref.get("apiVersion"), ref.get("kind"), namespace, ref["name"]))
+        if obj is None:
+            continue
+        controller = _controller_uid(obj)
+        if controller is not None and controller != metadata.get("uid"):
+            continue
+        name = (_meta(obj).get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION)
+        if not name:
+            raise RenderError(
+                f"observed resource {_describe(obj)} has no {RESOURCE_NAME_ANNOTATION} annotation"
+            )
+        found[name] = obj
+    return found
+
+
+def _valid_name(name: str, api_version: str, kind: str) -> bool:
+    """Crossplane's names.ValidateName: an RFC 1123 subdomain; RBAC names may also hold ``:``."""
+    if api_version.rpartition("/")[0] == _RBAC_GROUP and kind in _RBAC_KINDS:
+        name = name.replace(":", "")
+    return len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name) is not None
+
+
+def compose_resource(name: str, body: JSON, xr: JSON, observed: dict[str, JSON]) -> JSON:
+    """One desired composed resource as the reconciler applies it: the observed identity, the
+    metadata Crossplane stamps (render.md §2.5), and a name made from ``generateName``."""
     out = copy.deepcopy(body)
     if not out.get("apiVersion") or not out.get("kind"):
         raise RenderError(
@@ -411,16 +610,16 @@ def render_composed(name: str, body: JSON, xr: JSON, observed: dict[str, JSON]) 
     xr_meta = _meta(xr)
     xr_labels = xr_meta.get("labels") or {}
     prefix = xr_labels.get(COMPOSITE_LABEL) or xr_meta.get("name", "")
-    metadata["annotations"] = {
-        **(metadata.get("annotations") or {}),
-        RESOURCE_NAME_ANNOTATION: name,
-    }
     if not metadata.get("name") and not metadata.get("generateName"):
         metadata["generateName"] = f"{prefix}-"
     if xr_meta.get("namespace"):
         metadata["namespace"] = xr_meta["namespace"]
+    metadata["annotations"] = {
+        **(metadata.get("annotations") or {}),
+        RESOURCE_NAME_ANNOTATION: name,
+    }
     labels = {**(metadata.get("labels") or {}), COMPOSITE_LABEL: prefix}
-    if CLAIM_NAME_LABEL in xr_labels and CLAIM_NAMESPACE_LABEL in xr_labels:
+    if xr_labels.get(CLAIM_NAME_LABEL) and xr_labels.get(CLAIM_NAMESPACE_LABEL):
         labels[CLAIM_NAME_LABEL] = xr_labels[CLAIM_NAME_LABEL]
         labels[CLAIM_NAMESPACE_LABEL] = xr_labels[CLAIM_NAMESPACE_LABEL]
     metadata["labels"] = labels
@@ -447,40 +646,195 @@ def render_composed(name: str, body: JSON, xr: JSON, observed: dict[str, JSON]) 
     else:
         references.append(owner)
     metadata["ownerReferences"] = references
+    if not metadata.get("name") and metadata.get("generateName"):
+        metadata["name"] = child_name(str(metadata["generateName"]), uid, name)
+    if not _valid_name(str(metadata.get("name") or ""), str(out["apiVersion"]), str(out["kind"])):
+        raise RenderError(
+            f"cannot apply composed resource {go_quote(name)} because it has an invalid name "
+            f"{go_quote(str(metadata.get('name') or ''))}. Must be a valid RFC 1123 subdomain "
+            "name."
+        )
     return out
+
+
+def _with_status(stored: JSON, xr: JSON) -> JSON:
+    """``stored`` with ``xr``'s status: what the in-memory client keeps after a status write."""
+    out = copy.deepcopy(stored)
+    if "status" in xr:
+        out["status"] = copy.deepcopy(xr["status"])
+    return out
+
+
+def reconcile(
+    xr: JSON,
+    composition: JSON,
+    observed_objects: list[JSON],
+    run: Callable[[JSON, dict[str, JSON]], PipelineResult],
+) -> Reconciled:
+    """One reconcile of ``xr`` by Crossplane's composite reconciler against render's
+    in-memory store (render.md "v2.3+"). ``run(xr, observed)`` runs the function pipeline for
+    the XR the reconciler holds and the composed resources it observed."""
+    stored = stored_xr(xr, observed_objects)
+    view = copy.deepcopy(stored)  # the reconciler's copy
+    metadata = view["metadata"]
+    generation = metadata.get("generation")
+    generation = (
+        generation if isinstance(generation, int) and not isinstance(generation, bool) else 0
+    )
+    events: list[JSON] = []
+    set_conditions(
+        view, condition("Responsive", "True", "WatchCircuitClosed", generation=generation)
+    )
+    annotations = metadata.get("annotations") or {}
+    if annotations.get(PAUSED_ANNOTATION) == "true":
+        events.append(
+            _event(
+                "Normal",
+                "ReconciliationPaused",
+                "Reconciliation is paused via the pause annotation",
+            )
+        )
+        set_conditions(
+            view, condition("Synced", "False", "ReconcilePaused", PAUSED_MESSAGE, generation)
+        )
+        return Reconciled(_with_status(stored, view), [], events, None)
+    token = annotations.get(RECONCILE_REQUEST_ANNOTATION)
+    status = _mapping(view, "status")
+    if isinstance(token, str) and token and status.get("lastHandledReconcileAt") != token:
+        events.append(_event("Normal", "ReconcileRequestHandled", "Handling reconcile request"))
+        status["lastHandledReconcileAt"] = token
+    if metadata.get("deletionTimestamp"):
+        set_conditions(view, condition("Ready", "False", "Deleting", generation=generation))
+        set_conditions(view, condition("Synced", "True", "ReconcileSuccess", generation=generation))
+        return Reconciled(_with_status(stored, view), [], events, None)
+
+    crossplane = _mapping(_mapping(view, "spec"), "crossplane")
+    chosen_name = str(_meta(composition).get("name") or "")
+    chosen = {"name": chosen_name} if chosen_name else {}
+    before = crossplane.get("compositionRef")
+    if not isinstance(before, dict) or _reference_fields(before) != chosen:
+        events.append(
+            _event(
+                "Normal", "SelectComposition", f"Successfully selected composition: {chosen_name}"
+            )
+        )
+    crossplane["compositionRef"] = chosen
+    labels = _mapping(metadata, "labels")
+    if not labels.get(COMPOSITE_LABEL):
+        labels[COMPOSITE_LABEL] = metadata.get("name", "")
+
+    observed = observe(view, observed_objects)
+    result = run(view, observed)
+
+    composed: dict[str, JSON] = {}
+    overridden: list[JSON] = []
+    namespace = metadata.get("namespace")
+    # Crossplane walks a Go map here (any order); render walks resource names in order.
+    for name in sorted(result.resources, key=str.encode):
+        body = result.resources[name].body
+        # The namespace the resource asks for: the observed object's, else its own.
+        wanted = _meta(observed.get(name, body)).get("namespace")
+        if namespace and wanted and wanted != namespace:
+            overridden.append(
+                _event(
+                    "Warning",
+                    "NamespaceOverridden",
+                    f"cannot create composed resource {go_quote(name)} in namespace "
+                    f"{go_quote(str(wanted))}, using XR namespace {go_quote(namespace)} instead",
+                )
+            )
+        composed[name] = compose_resource(name, body, view, observed)
+
+    refs = sorted(
+        (r for r in (_reference(o, not namespace, with_uid=True) for o in composed.values()) if r),
+        key=_ref_key,
+    )
+    out_meta = {"name": metadata.get("name", "")}
+    if namespace:
+        out_meta["namespace"] = namespace
+    desired_status = (result.desired_composite or {}).get("status")
+    composite: JSON = {
+        "apiVersion": xr["apiVersion"],
+        "kind": xr["kind"],
+        "metadata": out_meta,
+        "spec": {"crossplane": {"resourceRefs": refs}},
+        "status": copy.deepcopy(desired_status) if isinstance(desired_status, dict) else {},
+    }
+    # The pipeline's status write keeps the conditions the XR already had...
+    set_conditions(composite, *(get_conditions(view) or []))
+    # ...then come the functions' own conditions, and Synced and Ready.
+    set_conditions(
+        composite,
+        *(
+            condition(c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+            for c in result.conditions
+        ),
+    )
+    set_conditions(
+        composite, condition("Synced", "True", "ReconcileSuccess"), _ready_condition(result)
+    )
+
+    events += [_event(*result_event(r)) for r in result.results]
+    events += overridden
+    events += [
+        _event("Normal", COMPOSE_REASON, f"Composed resource {go_quote(name)} is not yet ready")
+        for name in composed
+        if result.resources[name].ready != "True"
+    ]
+    return Reconciled(composite, list(composed.values()), events, result.context)
+
+
+def _reference_fields(ref: JSON) -> JSON:
+    """A reference read into corev1.ObjectReference: its known, non-empty string fields."""
+    known = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    return {k: ref[k] for k in known if isinstance(ref.get(k), str) and ref[k]}
+
+
+def merge_into(dst: JSON, src: JSON) -> None:
+    """``mergo.Merge(dst, src, WithOverride)`` on decoded JSON, as ``-x`` merges the output
+    XR into the input: a mapping merges into a non-empty mapping, anything else replaces."""
+    for key, value in src.items():
+        current = dst.get(key)
+        if isinstance(value, dict) and isinstance(current, dict) and current:
+            merge_into(current, value)
+        else:
+            dst[key] = copy.deepcopy(value)
 
 
 def output_documents(
     xr: JSON,
-    result: PipelineResult,
-    observed: dict[str, JSON],
+    reconciled: Reconciled,
     *,
     include_full_xr: bool,
     include_results: bool,
     include_context: bool,
 ) -> list[JSON]:
-    documents = [render_composite(xr, result, include_full_xr)]
-    composed = [
-        render_composed(name, resource.body, xr, observed)
-        for name, resource in result.resources.items()
-    ]
-    documents += sorted(
-        composed, key=lambda o: o["metadata"]["annotations"][RESOURCE_NAME_ANNOTATION].encode()
-    )
+    """The stream ``crossplane render`` v2.5 prints for one reconcile."""
+    composite = copy.deepcopy(reconciled.composite)
+    if include_full_xr:
+        full = copy.deepcopy(xr)
+        merge_into(full, composite)
+        composite = full
+    pin_condition_times(composite)
+    composed = [copy.deepcopy(o) for o in reconciled.composed]
+    for obj in composed:
+        pin_condition_times(obj)
+    composed.sort(key=lambda o: _meta(o)["annotations"][RESOURCE_NAME_ANNOTATION].encode())
+    documents = [composite, *composed]
     if include_results:
         documents += [
             {
                 "apiVersion": RENDER_API_VERSION,
                 "kind": "Result",
-                "step": r["step"],
-                "severity": r["severity"],
-                "message": r["message"],
+                "severity": e["type"],
+                "reason": e["reason"],
+                "message": e["message"],
             }
-            for r in result.results
+            for e in reconciled.events
         ]
-    if include_context:
+    if include_context and reconciled.context is not None:
         documents.append(
-            {"apiVersion": RENDER_API_VERSION, "kind": "Context", "fields": result.context}
+            {"apiVersion": RENDER_API_VERSION, "kind": "Context", "fields": reconciled.context}
         )
     return documents
 
@@ -544,26 +898,30 @@ def render(
     credentials = load_credentials(credentials_location)
     observed = load_observed(observed_location)
     required = load_objects(required_location) if required_location is not None else []
-    extra = load_objects(extra_location) if extra_location is not None else []
+    # v2.3+ puts --extra-resources in the same store as -e: both answer every lookup.
+    if extra_location is not None:
+        required += load_objects(extra_location)
     context = parse_context(context_values, context_files)
     schemas = load_schemas(schemas_location)
     with FunctionHost(functions=functions, timeout=seconds) as host:
         host.deadline = deadline
-        result = run_pipeline(
-            host,
-            composition,
-            xr,
-            observed,
-            required,
-            context,
-            credentials,
-            extra=extra,
-            schemas=schemas,
-        )
+
+        def run(held: JSON, found: dict[str, JSON]) -> PipelineResult:
+            return run_pipeline(
+                host,
+                composition,
+                held,
+                found,
+                required,
+                context,
+                credentials,
+                schemas=schemas,
+            )
+
+        reconciled = reconcile(xr, composition, observed, run)
     documents = output_documents(
         xr,
-        result,
-        observed,
+        reconciled,
         include_full_xr=include_full_xr,
         include_results=include_results,
         include_context=include_context,
@@ -587,7 +945,7 @@ def render(
 @click.option(
     "--extra-resources",
     metavar="PATH",
-    help="Deprecated: like --required-resources, but not for bootstrap requirements.",
+    help="Deprecated: the same as --required-resources (both may be given).",
 )
 @click.option(
     "-s",
@@ -609,9 +967,17 @@ def render(
     help="The XR's CompositeResourceDefinition; its defaults are applied (default: apis/).",
 )
 @click.option(
-    "-x", "--include-full-xr", is_flag=True, help="Print the input XR's spec and metadata too."
+    "-x",
+    "--include-full-xr",
+    is_flag=True,
+    help="Print the output XR merged into the input XR (its spec and metadata too).",
 )
-@click.option("-r", "--include-function-results", is_flag=True, help="Print non-fatal results.")
+@click.option(
+    "-r",
+    "--include-function-results",
+    is_flag=True,
+    help="Print the reconciler's events, function results among them, as Result documents.",
+)
 @click.option("-c", "--include-context", is_flag=True, help="Print the final pipeline context.")
 @click.option(
     "--context-values",

@@ -152,13 +152,16 @@ def observe(client: Client) -> Installed:
         else:
             found = condition(xrds.get(name, {}), "Established") or {}
             result.problems.append(f"XRD {name} not Established: {found.get('message', 'absent')}")
-    compositions = {c["metadata"]["name"] for c in
-                    client.list("apiextensions.crossplane.io/v1", "Composition")}  # fmt: skip
+    # Crossplane's composition controller revisions every Composition it accepts.
+    revised = {
+        (r["metadata"].get("labels") or {}).get("crossplane.io/composition-name")
+        for r in client.list("apiextensions.crossplane.io/v1", "CompositionRevision")
+    }
     for name in _expected_compositions():
-        if name in compositions:
+        if name in revised:
             result.compositions += 1
         else:
-            result.problems.append(f"Composition {name} not installed")
+            result.problems.append(f"Composition {name} not installed or not revisioned")
     functions = {f["metadata"]["name"]: f for f in client.list(PKG, "Function")}
     for name in packaging.functions():
         result.functions += 1

@@ -459,9 +459,41 @@ def diff_values(path: str, left: Any, right: Any, out: list[Difference]) -> None
         out.append(Difference(path, left, right))
 
 
+def _per_resource_event(doc: Any) -> bool:
+    """A Result the reconciler emits once per composed resource while walking a Go map: a
+    NamespaceOverridden warning, or ``Composed resource "<name>" is not yet ready/valid``."""
+    if not isinstance(doc, dict):
+        return False
+    message = doc.get("message")
+    if doc.get("reason") == "NamespaceOverridden":
+        return True
+    return (
+        doc.get("reason") == "ComposeResources"
+        and isinstance(message, str)
+        and message.startswith('Composed resource "')
+    )
+
+
+def canonical_results(results: list[Any]) -> list[Any]:
+    """``results`` with each run of per-resource events sorted by message. The real reconciler
+    emits those in Go map iteration order, which is random; every other event keeps its
+    place and is compared in order."""
+    out: list[Any] = []
+    run: list[Any] = []
+    for doc in [*results, None]:
+        if doc is not None and _per_resource_event(doc):
+            run.append(doc)
+            continue
+        out += sorted(run, key=lambda d: (str(d.get("reason")), str(d.get("message"))))
+        run = []
+        if doc is not None:
+            out.append(doc)
+    return out
+
+
 def _documents(stream: list[Any]) -> dict[str, Any]:
     """The documents of a render output by name: ``xr``, ``composed/<resource name>``,
-    ``results`` (a list) and ``context``."""
+    ``results`` (a list, per-resource events in a canonical order) and ``context``."""
     named: dict[str, Any] = {}
     results: list[Any] = []
     for index, doc in enumerate(stream):
@@ -478,7 +510,7 @@ def _documents(stream: list[Any]) -> dict[str, Any]:
             name = (metadata.get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION, "")
             named[f"composed/{name}"] = doc
     if results:
-        named["results"] = results
+        named["results"] = canonical_results(results)
     return named
 
 

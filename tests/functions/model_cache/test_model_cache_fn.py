@@ -542,7 +542,18 @@ def render_example(name: str, observed: str | None = None) -> tuple[dict, dict[s
         for d in documents[1:]
         if d["kind"] != "Result"
     }
-    return documents[0], composed, [d for d in documents[1:] if d["kind"] == "Result"]
+    return documents[0], composed, function_results(documents[1:])
+
+
+def function_results(documents: list[dict]) -> list[dict]:
+    """The functions' own results among the reconciler's events render prints with -r, each
+    message without its ``Pipeline step "<step>": `` prefix."""
+    prefix = 'Pipeline step "'
+    return [
+        {**d, "message": d["message"].split('": ', 1)[1]}
+        for d in documents
+        if d["kind"] == "Result" and d["message"].startswith(prefix)
+    ]
 
 
 def test_render_first_reconcile_with_auth_secret():

@@ -78,8 +78,19 @@ def _render(tmp_path: Path, fleet: str, observed: list[dict], context: tuple[str
         c["type"]: (c["status"], c["reason"], c.get("message", ""))
         for c in documents[0]["status"]["conditions"]
     }
-    results = [d["message"] for d in documents if d["kind"] == "Result"]
+    results = [d["message"] for d in function_results(documents)]
     return documents[0], composed, conditions, results
+
+
+def function_results(documents: list[dict]) -> list[dict]:
+    """The functions' own results among the reconciler's events render prints with -r, each
+    message without its ``Pipeline step "<step>": `` prefix."""
+    prefix = 'Pipeline step "'
+    return [
+        {**d, "message": d["message"].split('": ', 1)[1]}
+        for d in documents
+        if d["kind"] == "Result" and d["message"].startswith(prefix)
+    ]
 
 
 def _serving_demo() -> list[dict]:

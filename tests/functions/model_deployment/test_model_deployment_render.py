@@ -23,8 +23,18 @@ def _render(xr: str, observed: str | None = None) -> tuple[dict, dict[str, dict]
         for d in documents[1:]
         if d["kind"] != "Result"
     }
-    results = [d for d in documents if d["kind"] == "Result"]
-    return composite, composed, results
+    return composite, composed, function_results(documents)
+
+
+def function_results(documents: list[dict]) -> list[dict]:
+    """The functions' own results among the reconciler's events render prints with -r, each
+    message without its ``Pipeline step "<step>": `` prefix."""
+    prefix = 'Pipeline step "'
+    return [
+        {**d, "message": d["message"].split('": ', 1)[1]}
+        for d in documents
+        if d["kind"] == "Result" and d["message"].startswith(prefix)
+    ]
 
 
 def _conditions(composite: dict) -> dict[str, tuple]:
@@ -111,7 +121,7 @@ def test_more_replicas_than_the_fleet_holds_says_why(tmp_path):
         "2 insufficient free nodes (1 fits after it scales up)"
     )
     assert _conditions(composite)["ReplicasReady"] == ("False", "ModelStarting", "0 of 6 ready")
-    assert [r["severity"] for r in results] == ["SEVERITY_WARNING", "SEVERITY_NORMAL"]
+    assert [r["severity"] for r in results] == ["Warning", "Normal"]
 
 
 def test_demo_manifests_are_valid():

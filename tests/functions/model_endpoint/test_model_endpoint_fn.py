@@ -270,8 +270,18 @@ def render_example(name: str, observed: str | None = None) -> tuple[dict, dict[s
         for d in rest
         if d["kind"] != "Result"
     }
-    results = [d for d in rest if d["kind"] == "Result"]
-    return xr, composed, results
+    return xr, composed, function_results(rest)
+
+
+def function_results(documents: list[dict]) -> list[dict]:
+    """The functions' own results among the reconciler's events render prints with -r, each
+    message without its ``Pipeline step "<step>": `` prefix."""
+    prefix = 'Pipeline step "'
+    return [
+        {**d, "message": d["message"].split('": ', 1)[1]}
+        for d in documents
+        if d["kind"] == "Result" and d["message"].startswith(prefix)
+    ]
 
 
 def xr_condition(xr: dict, type_: str) -> dict:
@@ -316,7 +326,7 @@ def test_render_invalid_url():
     routing = xr_condition(xr, "RoutingReady")
     assert (routing["status"], routing["reason"]) == ("False", "InvalidURL")
     assert "DNS hostname" in routing["message"]
-    assert [r["severity"] for r in results] == ["SEVERITY_WARNING"]
+    assert [r["severity"] for r in results] == ["Warning"]
     assert xr_condition(xr, "Ready")["status"] == "False"
 
 

@@ -139,12 +139,15 @@ def test_modelplane_render_matches_reviewed_golden(case):
     custom = [
         {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
         for c in xr["status"]["conditions"]
-        if c["type"] not in ("Ready", "Synced")
+        if c["type"] not in ("Ready", "Synced", "Responsive")
     ]
     assert custom == golden["conditions"]
+    # The function's results are the reconciler's "Pipeline step" events among render's -r
+    # output (Normal or Warning, the step named before the message).
+    prefix = 'Pipeline step "compose-model-replica": '
     rendered_results = [
-        (d["severity"].removeprefix("SEVERITY_"), d["message"])
+        (d["severity"].upper(), d["message"].removeprefix(prefix))
         for d in rest
-        if d["kind"] == "Result"
+        if d["kind"] == "Result" and d["message"].startswith(prefix)
     ]
     assert rendered_results == [(r["severity"], r["message"]) for r in golden["results"]]
