@@ -24,6 +24,8 @@ import pytest
 import yaml
 from modelplane_realplane import build, report
 from modelplane_realplane import rendercheck as rc
+from modelplane_realplane import renderdiff as rd
+from modelplane_realplane import validatecheck as vc
 from modelplane_realplane.paths import BIN
 
 # ----------------------------------------------------------------------------------------------
@@ -70,56 +72,56 @@ def test_command_lines_are_parsed_as_a_shell_would(tmp_path: Path) -> None:
 
 
 def test_outputs_are_compared_as_objects() -> None:
-    ours = rc.Outcome(
+    ours = rd.Outcome(
         0,
         "---\nkind: X\nspec: {a: 1.0, b: [1, 2]}\n"
         "status: {conditions: [{type: A}, {type: B, reason: r}]}\n",
         "",
         0,
     )
-    theirs = rc.Outcome(
+    theirs = rd.Outcome(
         0,
         "kind: X\nspec:\n  a: 1\n  b: [1, 3]\n"
         "status: {conditions: [{type: B, reason: s}, {type: A}]}\n",
         "",
         0,
     )
-    found = rc.compare_outputs(ours, theirs)
+    found = rd.compare_outputs(ours, theirs)
     assert [d.path for d in found] == ["xr:spec.b[1]", "xr:status.conditions[type=B].reason"]
-    refused = rc.Outcome(1, "", "boom", 0)
-    assert rc.compare_outputs(refused, refused) == []
-    assert [d.path for d in rc.compare_outputs(ours, refused)] == ["exit"]
+    refused = rd.Outcome(1, "", "boom", 0)
+    assert rd.compare_outputs(refused, refused) == []
+    assert [d.path for d in rd.compare_outputs(ours, refused)] == ["exit"]
 
 
 def test_per_resource_events_are_compared_in_any_order() -> None:
     """The reconciler emits them walking a Go map; everything else keeps its place."""
 
     def event(reason: str, message: str) -> dict[str, str]:
-        return {"apiVersion": rc.RENDER_API_VERSION, "kind": "Result", "severity": "Normal",
+        return {"apiVersion": rd.RENDER_API_VERSION, "kind": "Result", "severity": "Normal",
                 "reason": reason, "message": message}  # fmt: skip
 
     select = event("SelectComposition", "Successfully selected composition: x")
     step = event("ComposeResources", 'Pipeline step "s": hi')
     b, a = (event("ComposeResources", f'Composed resource "{n}" is not yet ready') for n in "ba")
-    assert rc.canonical_results([select, step, b, a]) == [select, step, a, b]
-    assert rc.canonical_results([step, select]) == [step, select]
-    ours = rc.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, a, b]), "", 0)
-    theirs = rc.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, b, a]), "", 0)
-    assert rc.compare_outputs(ours, theirs) == []
+    assert rd.canonical_results([select, step, b, a]) == [select, step, a, b]
+    assert rd.canonical_results([step, select]) == [step, select]
+    ours = rd.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, a, b]), "", 0)
+    theirs = rd.Outcome(0, yaml.safe_dump_all([{"kind": "X"}, select, b, a]), "", 0)
+    assert rd.compare_outputs(ours, theirs) == []
 
 
 def test_the_documented_list_must_be_exact() -> None:
-    rows = [rc.Documented("*", "xr:metadata.*", "r"), rc.Documented("in", "composed/a", "r")]
-    hit = rc.Difference("xr:metadata.uid", rc.MISSING, "u")
-    verdict = rc.judge({"in": [hit], "other": [rc.Difference("xr:spec", 1, 2)]}, rows)
+    rows = [rd.Documented("*", "xr:metadata.*", "r"), rd.Documented("in", "composed/a", "r")]
+    hit = rd.Difference("xr:metadata.uid", rd.MISSING, "u")
+    verdict = rd.judge({"in": [hit], "other": [rd.Difference("xr:spec", 1, 2)]}, rows)
     assert [(label, d.path) for label, d in verdict.undocumented] == [("other", "xr:spec")]
     assert verdict.stale == [rows[1]]
-    assert rc.judge({"in": [hit, rc.Difference("composed/a", {}, rc.MISSING)]}, rows).exact
+    assert rd.judge({"in": [hit, rd.Difference("composed/a", {}, rd.MISSING)]}, rows).exact
 
 
 def test_design_render_md_holds_both_lists() -> None:
-    rc.documented(rc.RENDER_HEADING)
-    rc.documented(rc.VALIDATE_HEADING)
+    rd.documented(rd.RENDER_HEADING)
+    rd.documented(rd.VALIDATE_HEADING)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -189,8 +191,8 @@ def test_render_matches_crossplane_render(
     comparisons: tuple[list[rc.Comparison], float],
 ) -> None:
     found, seconds = comparisons
-    rows = rc.documented(rc.RENDER_HEADING)
-    verdict = rc.judge({c.input.label: c.differences for c in found}, rows)
+    rows = rd.documented(rd.RENDER_HEADING)
+    verdict = rd.judge({c.input.label: c.differences for c in found}, rows)
     figures = rc.figures(found, rows)
     report.record(("render",), figures)
     print(f"render judged in {seconds:.0f} s: {figures}")
@@ -198,7 +200,7 @@ def test_render_matches_crossplane_render(
     lines += [f"  no longer differs: {row.input} | {row.path}" for row in verdict.stale]
     assert verdict.exact, (
         f"modelplane render and crossplane render disagree beyond design/render.md "
-        f"({rc.RENDER_HEADING!r}); fix modelplane render or document the difference:\n"
+        f"({rd.RENDER_HEADING!r}); fix modelplane render or document the difference:\n"
         + "\n".join(lines)
     )
 
@@ -207,10 +209,10 @@ def test_validate_agrees_with_crossplane_resource_validate(
     binaries: tuple[Path, Path], tmp_path: Path
 ) -> None:
     crossplane, _ = binaries
-    verdicts = rc.validate_verdicts(crossplane, tmp_path)
-    rows = rc.documented(rc.VALIDATE_HEADING)
-    verdict = rc.judge_validate(verdicts, rows)
-    figures = rc.validate_figures(verdicts, rows)
+    verdicts = vc.validate_verdicts(crossplane, tmp_path)
+    rows = rd.documented(rd.VALIDATE_HEADING)
+    verdict = vc.judge_validate(verdicts, rows)
+    figures = vc.validate_figures(verdicts, rows)
     report.record(("validate",), figures)
     print(f"validate: {figures}")
     assert figures["objects"] > 0
@@ -219,5 +221,5 @@ def test_validate_agrees_with_crossplane_resource_validate(
     lines += [f"  no longer differs: {row.input} | {row.path}" for row in verdict.stale]
     assert verdict.exact, (
         f"modelplane validate and crossplane resource validate disagree beyond design/render.md "
-        f"({rc.VALIDATE_HEADING!r}):\n" + "\n".join(lines)
+        f"({rd.VALIDATE_HEADING!r}):\n" + "\n".join(lines)
     )

@@ -12,43 +12,39 @@ A difference is acceptable only when ``design/render.md`` lists it, in the table
 ``RENDER_HEADING`` (decision D7). The list must stay exact: an unlisted difference and a listed
 one that no longer occurs are both failures (``Verdict``).
 
-``crossplane resource validate`` judges ``modelplane validate`` the same way: every object of
-``examples/`` gets both verdicts, and a disagreement must be listed under ``VALIDATE_HEADING``.
+The comparison itself is in ``renderdiff``; ``validatecheck`` judges ``modelplane validate``
+by ``crossplane resource validate`` the same way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import math
 import os
-import re
 import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from modelplane_realplane import build, crds, processes
+from modelplane_realplane import build, processes
 from modelplane_realplane.paths import OUTPUT, REPOSITORY
-
-JSON = dict[str, Any]
-
-DESIGN = REPOSITORY / "design" / "render.md"
-TEST = "tests/realplane/test_render_matches_crossplane.py"
-RENDER_HEADING = f"## Known differences from crossplane render (checked by {TEST})"
-VALIDATE_HEADING = f"## Known differences from crossplane resource validate (checked by {TEST})"
+from modelplane_realplane.renderdiff import (
+    RENDER_HEADING,
+    Difference,
+    Documented,
+    Outcome,
+    Verdict,
+    compare_outputs,
+    documented,
+    judge,
+)
 
 COMMAND = ("uv", "run", "modelplane", "render")
 TARGET_ANNOTATION = "render.crossplane.io/runtime-development-target"
 RUNTIME_ANNOTATION = "render.crossplane.io/runtime"
-RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
-RENDER_API_VERSION = "render.crossplane.io/v1beta1"
 # Shell syntax that makes a documented line more than one plain command.
 _SHELL_OPERATORS = set(";&|<>()")
 
@@ -314,14 +310,6 @@ class FunctionFleet:
 # Running both tools
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-
 def run_modelplane(argv: list[str]) -> Outcome:
     """``modelplane render ARGV`` in this process, through its click command."""
     from click.testing import CliRunner  # noqa: PLC0415
@@ -332,7 +320,7 @@ def run_modelplane(argv: list[str]) -> Outcome:
     return Outcome(result.exit_code, result.stdout, result.stderr, time.monotonic() - started)
 
 
-def _quiet_environment(workdir: Path) -> dict[str, str]:
+def quiet_environment(workdir: Path) -> dict[str, str]:
     """The real CLI reads its configuration from $CROSSPLANE_CONFIG; point it at a file that
     does not exist so a developer's own configuration cannot change the verdict."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -352,303 +340,9 @@ def run_crossplane(
         check=False,
         timeout=timeout,
         cwd=workdir,
-        env=_quiet_environment(workdir),
+        env=quiet_environment(workdir),
     )
     return Outcome(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
-
-
-# --------------------------------------------------------------------------------------------
-# Comparing two output streams
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: timestamps stay strings."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def parse_stream(text: str) -> list[Any]:
-    return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-
-
-class _Missing:
-    """The side of a difference where the field or document is absent."""
-
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-MISSING: Any = _Missing()
-
-
-@dataclasses.dataclass(frozen=True)
-class Difference:
-    path: str  # <document>:<field path>, e.g. xr:status.conditions[type=Ready].message
-    modelplane: Any
-    crossplane: Any
-
-    def __str__(self) -> str:
-        return (
-            f"{self.path}: modelplane {_show(self.modelplane)}, crossplane {_show(self.crossplane)}"
-        )
-
-
-def _show(value: Any) -> str:
-    if value is MISSING:
-        return "(absent)"
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def _key(path: str, key: Any) -> str:
-    text = str(key)
-    if _IDENTIFIER.fullmatch(text):
-        return f"{path}.{text}" if path else text
-    return f"{path}[{json.dumps(text)}]"
-
-
-def _normal(value: Any) -> Any:
-    """Whole-number floats as integers (Go prints 2.0 as 2; so does modelplane)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _list_key(left: list[Any], right: list[Any]) -> str | None:
-    """``type`` when both lists are of objects each with a distinct type (conditions), so a
-    list in another order is not reported element by element."""
-    for items in (left, right):
-        types = [item.get("type") if isinstance(item, dict) else None for item in items]
-        if any(not isinstance(t, str) for t in types) or len(set(types)) != len(types):
-            return None
-    return "type"
-
-
-def diff_values(path: str, left: Any, right: Any, out: list[Difference]) -> None:
-    """Append to ``out`` every place ``left`` (modelplane) and ``right`` (crossplane) differ."""
-    if isinstance(left, dict) and isinstance(right, dict):
-        for key in sorted(set(left) | set(right), key=str):
-            diff_values(_key(path, key), left.get(key, MISSING), right.get(key, MISSING), out)
-        return
-    if isinstance(left, list) and isinstance(right, list):
-        if (field := _list_key(left, right)) is not None:
-            lefts = {item[field]: item for item in left}
-            rights = {item[field]: item for item in right}
-            for value in sorted(set(lefts) | set(rights)):
-                where = f"{path}[{field}={value}]"
-                diff_values(where, lefts.get(value, MISSING), rights.get(value, MISSING), out)
-            return
-        for i in range(max(len(left), len(right))):
-            diff_values(
-                f"{path}[{i}]",
-                left[i] if i < len(left) else MISSING,
-                right[i] if i < len(right) else MISSING,
-                out,
-            )
-        return
-    if left is MISSING and right is MISSING:
-        return
-    if left is MISSING or right is MISSING or _normal(left) != _normal(right):
-        out.append(Difference(path, left, right))
-
-
-def _per_resource_event(doc: Any) -> bool:
-    """A Result the reconciler emits once per composed resource while walking a Go map: a
-    NamespaceOverridden warning, or ``Composed resource "<name>" is not yet ready/valid``."""
-    if not isinstance(doc, dict):
-        return False
-    message = doc.get("message")
-    if doc.get("reason") == "NamespaceOverridden":
-        return True
-    return (
-        doc.get("reason") == "ComposeResources"
-        and isinstance(message, str)
-        and message.startswith('Composed resource "')
-    )
-
-
-def canonical_results(results: list[Any]) -> list[Any]:
-    """``results`` with each run of per-resource events sorted by message. The real reconciler
-    emits those in Go map iteration order, which is random; every other event keeps its
-    place and is compared in order."""
-    out: list[Any] = []
-    run: list[Any] = []
-    for doc in [*results, None]:
-        if doc is not None and _per_resource_event(doc):
-            run.append(doc)
-            continue
-        out += sorted(run, key=lambda d: (str(d.get("reason")), str(d.get("message"))))
-        run = []
-        if doc is not None:
-            out.append(doc)
-    return out
-
-
-def _documents(stream: list[Any]) -> dict[str, Any]:
-    """The documents of a render output by name: ``xr``, ``composed/<resource name>``,
-    ``results`` (a list, per-resource events in a canonical order) and ``context``."""
-    named: dict[str, Any] = {}
-    results: list[Any] = []
-    for index, doc in enumerate(stream):
-        if not isinstance(doc, dict):
-            named[f"document[{index}]"] = doc
-        elif index == 0:
-            named["xr"] = doc
-        elif doc.get("apiVersion") == RENDER_API_VERSION and doc.get("kind") == "Result":
-            results.append(doc)
-        elif doc.get("apiVersion") == RENDER_API_VERSION and doc.get("kind") == "Context":
-            named["context"] = doc
-        else:
-            metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-            name = (metadata.get("annotations") or {}).get(RESOURCE_NAME_ANNOTATION, "")
-            named[f"composed/{name}"] = doc
-    if results:
-        named["results"] = canonical_results(results)
-    return named
-
-
-def compare_outputs(modelplane: Outcome, crossplane: Outcome) -> list[Difference]:
-    """Where the two outputs differ. Both refusing the input is agreement (each says so in
-    its own words); only one refusing is one difference at ``exit``."""
-    if modelplane.code != 0 or crossplane.code != 0:
-        if (modelplane.code != 0) == (crossplane.code != 0):
-            return []
-        return [
-            Difference(
-                "exit",
-                {"code": modelplane.code, "stderr": modelplane.stderr.strip()},
-                {"code": crossplane.code, "stderr": crossplane.stderr.strip()},
-            )
-        ]
-    left = _documents(parse_stream(modelplane.stdout))
-    right = _documents(parse_stream(crossplane.stdout))
-    out: list[Difference] = []
-    for name in sorted(set(left) | set(right)):
-        if name not in left or name not in right:
-            out.append(Difference(name, left.get(name, MISSING), right.get(name, MISSING)))
-            continue
-        before = len(out)
-        diff_values("", left[name], right[name], out)
-        out[before:] = [
-            dataclasses.replace(d, path=f"{name}:{d.path}" if d.path else name)
-            for d in out[before:]
-        ]
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# The documented differences
-
-
-@dataclasses.dataclass(frozen=True)
-class Documented:
-    """A row of a known-differences table: ``input`` is an input's label (``*``: any input),
-    ``path`` a pattern in which ``*`` stands for any run of characters."""
-
-    input: str
-    path: str
-    reason: str
-
-    def matches(self, label: str, path: str) -> bool:
-        if self.input not in ("*", label):
-            return False
-        pattern = ".*".join(re.escape(part) for part in self.path.split("*"))
-        return re.fullmatch(pattern, path) is not None
-
-
-def _cell(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text.startswith("`") and text.endswith("`"):
-        return text[1:-1]
-    return text
-
-
-def _split_row(line: str) -> list[str]:
-    """A Markdown table row's cells; ``|`` inside backticks or escaped stays in its cell."""
-    cells: list[str] = []
-    current: list[str] = []
-    quoted = False
-    body = line.strip().removeprefix("|").removesuffix("|")
-    i = 0
-    while i < len(body):
-        char = body[i]
-        if char == "\\" and i + 1 < len(body) and body[i + 1] == "|":
-            current.append("|")
-            i += 2
-            continue
-        if char == "`":
-            quoted = not quoted
-        if char == "|" and not quoted:
-            cells.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-        i += 1
-    cells.append("".join(current))
-    return cells
-
-
-def documented(heading: str, design: Path = DESIGN) -> list[Documented]:
-    """The rows of the table under ``heading`` in design/render.md (columns Input, Path,
-    Reason); an empty list when the section has no table, a ValueError when it is missing."""
-    lines = design.read_text().splitlines()
-    try:
-        start = lines.index(heading) + 1
-    except ValueError as err:
-        raise ValueError(f"{design} has no section {heading!r}") from err
-    rows: list[Documented] = []
-    header_seen = False
-    for line in lines[start:]:
-        if line.startswith("## "):
-            break
-        if not line.lstrip().startswith("|"):
-            if header_seen:
-                break
-            continue
-        cells = [_cell(c) for c in _split_row(line)]
-        if not header_seen:
-            header_seen = True
-            if [c.lower() for c in cells[:3]] != ["input", "path", "reason"]:
-                raise ValueError(f"{heading}: the table's columns must be Input | Path | Reason")
-            continue
-        if all(set(c) <= set("-: ") for c in cells):
-            continue  # the separator row
-        if len(cells) != 3 or not all(cells):
-            raise ValueError(f"{heading}: malformed row {line!r}")
-        rows.append(Documented(*cells))
-    return rows
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """What the documented list says about a set of differences."""
-
-    undocumented: list[tuple[str, Difference]]  # (input label, difference) no row explains
-    stale: list[Documented]  # rows that explain nothing any more
-
-    @property
-    def exact(self) -> bool:
-        return not self.undocumented and not self.stale
-
-
-def judge(found: dict[str, list[Difference]], rows: list[Documented]) -> Verdict:
-    """Check the differences found per input label against the documented rows."""
-    used: set[Documented] = set()
-    undocumented: list[tuple[str, Difference]] = []
-    for label, differences in found.items():
-        for difference in differences:
-            matching = [row for row in rows if row.matches(label, difference.path)]
-            if not matching:
-                undocumented.append((label, difference))
-            used.update(matching)
-    return Verdict(undocumented, [row for row in rows if row not in used])
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,194 +398,3 @@ def render_figures(workdir: Path = OUTPUT / "rendercheck") -> dict[str, int]:
     missing)."""
     found, _, _ = check_render(build.binary("crossplane"), build.binary("crossplane-core"), workdir)
     return found
-
-
-# --------------------------------------------------------------------------------------------
-# validate: crossplane resource validate against modelplane validate
-
-
-@dataclasses.dataclass(frozen=True)
-class ObjectVerdict:
-    """Both verdicts on one object of the examples."""
-
-    file: str  # relative to the repository
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    modelplane: str  # valid | invalid
-    crossplane: str  # valid | invalid | missingSchema | defaultingFailed
-    modelplane_problems: tuple[str, ...]
-    crossplane_errors: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}/{self.namespace + '/' if self.namespace else ''}{self.name}"
-
-    @property
-    def judged(self) -> bool:
-        """Whether crossplane had a schema for the object (otherwise it has no verdict)."""
-        return self.crossplane != "missingSchema"
-
-    @property
-    def agree(self) -> bool:
-        theirs = "valid" if self.crossplane == "defaultingFailed" else self.crossplane
-        return not self.judged or theirs == self.modelplane
-
-
-def shipped_crds(dest: Path) -> Path:
-    """The CRDs Modelplane ships for the kinds it composes or reads, written as manifests for
-    the real validate to load as extensions (XRD-defined kinds are left to apis/)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob("*.yaml"):
-        old.unlink()
-    for crd in crds.shipped_crds():
-        (dest / f"{crd['metadata']['name']}.yaml").write_text(yaml.safe_dump(crd))
-    return dest
-
-
-def _manifest_files(directory: Path) -> list[Path]:
-    """The *.yaml/*.yml files below ``directory`` in the order Go's filepath.Walk visits them."""
-    files = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
-    return sorted(files, key=lambda p: p.relative_to(directory).parts)
-
-
-def _identity(doc: JSON) -> tuple[str, str, str, str]:
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    name = metadata.get("name") or (metadata.get("annotations") or {}).get(
-        RESOURCE_NAME_ANNOTATION, ""
-    )
-    return (
-        str(doc.get("apiVersion", "")),
-        str(doc.get("kind", "")),
-        str(metadata.get("namespace") or ""),
-        str(name),
-    )
-
-
-def run_crossplane_validate(
-    crossplane: Path, extensions: list[Path], resources: Path, workdir: Path
-) -> JSON:
-    """``crossplane resource validate`` with no Crossplane image (nothing is downloaded: the
-    extensions hold no packages) and a cache under _output; its JSON result."""
-    cache = OUTPUT / "validate-cache"
-    done = subprocess.run(
-        [
-            str(crossplane),
-            "resource",
-            "validate",
-            ",".join(str(e) for e in extensions),
-            str(resources),
-            "--crossplane-image=",
-            f"--cache-dir={cache}",
-            "--output=json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        cwd=workdir,
-        env=_quiet_environment(workdir),
-    )
-    start = done.stdout.find("{")
-    if start < 0:
-        raise RuntimeError(
-            f"crossplane resource validate printed no result (exit {done.returncode}):\n"
-            f"{done.stdout}{done.stderr}"
-        )
-    return json.loads(done.stdout[start:])
-
-
-def run_modelplane_validate(paths: list[Path], root: Path) -> JSON:
-    """``modelplane validate -o json PATHS`` in this process, from the repository root."""
-    from click.testing import CliRunner  # noqa: PLC0415
-    from modelplane.main import cli  # noqa: PLC0415
-
-    with contextlib.chdir(root):
-        result = CliRunner().invoke(
-            cli, ["validate", "-o", "json", *(str(p) for p in paths)], catch_exceptions=False
-        )
-    return json.loads(result.stdout)
-
-
-def validate_verdicts(
-    crossplane: Path, workdir: Path, root: Path = REPOSITORY
-) -> list[ObjectVerdict]:
-    """Both verdicts on every object of ``examples/``: modelplane's (from
-    ``modelplane validate -o json examples``) and crossplane's (``crossplane resource validate``
-    against apis/ plus the CRDs Modelplane ships)."""
-    examples = root / "examples"
-    crds = shipped_crds(workdir / "crds")
-    theirs = run_crossplane_validate(crossplane, [root / "apis", crds], examples, workdir)
-    ours = run_modelplane_validate([Path("examples")], root)
-    by_identity: dict[tuple[str, str, str, str], list[JSON]] = {}
-    for result in theirs.get("resources") or []:
-        key = (
-            result.get("apiVersion", ""),
-            result.get("kind", ""),
-            result.get("namespace", ""),
-            result.get("name", ""),
-        )
-        by_identity.setdefault(key, []).append(result)
-    problems: dict[tuple[str, str, str], list[str]] = {}
-    for problem in ours.get("problems") or []:
-        key = (problem.get("file", ""), problem.get("kind", ""), problem.get("name", ""))
-        text = (
-            f"{problem.get('path')}: {problem.get('message')}"
-            if problem.get("path")
-            else (str(problem.get("message")))
-        )
-        problems.setdefault(key, []).append(text)
-    verdicts = []
-    for file in _manifest_files(examples):
-        relative = str(file.relative_to(root))
-        for doc in parse_stream(file.read_text()):
-            if not isinstance(doc, dict):
-                continue
-            identity = _identity(doc)
-            matches = by_identity.get(identity) or []
-            result = matches.pop(0) if matches else {"status": "notReported"}
-            metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-            shown = metadata.get("name") or metadata.get("generateName") or "?"
-            mine = problems.get((relative, identity[1], str(shown)), [])
-            verdicts.append(
-                ObjectVerdict(
-                    relative,
-                    identity[0],
-                    identity[1],
-                    identity[2],
-                    identity[3],
-                    "invalid" if mine else "valid",
-                    str(result.get("status")),
-                    tuple(mine),
-                    tuple(str(e.get("message")) for e in result.get("errors") or []),
-                )
-            )
-    return verdicts
-
-
-def validate_figures(verdicts: list[ObjectVerdict], rows: list[Documented]) -> dict[str, int]:
-    """The validate judge's figures: objects, how many crossplane judged, agreements."""
-    judged = [v for v in verdicts if v.judged]
-    return {
-        "objects": len(verdicts),
-        "judged": len(judged),
-        "agree": sum(1 for v in judged if v.agree),
-        "documented_differences": len(rows),
-    }
-
-
-def judge_validate(verdicts: list[ObjectVerdict], rows: list[Documented]) -> Verdict:
-    """Disagreements as differences (input: the file, path: Kind/[namespace/]name), checked
-    against the documented rows like render's."""
-    found: dict[str, list[Difference]] = {}
-    for verdict in verdicts:
-        if not verdict.agree:
-            found.setdefault(verdict.file, []).append(
-                Difference(
-                    verdict.label,
-                    {"verdict": verdict.modelplane, "problems": list(verdict.modelplane_problems)},
-                    {"verdict": verdict.crossplane, "errors": list(verdict.crossplane_errors)},
-                )
-            )
-    return judge(found, rows)
