@@ -265,6 +265,8 @@ def test_validate_refuses_a_broken_autoscaler_recipe(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["validate", str(path)])
     assert result.exit_code == 1, result.output
     assert "spec.triggers[1].metadata: Required value" in result.output
-    assert "spec.triggers[0].metadata[threshold]: Invalid value: 8: must be of type string" in (
-        result.output
-    )
+    # The API server's words: a map's key joined with a dot, kube-openapi's InvalidType.
+    assert (
+        'spec.triggers[0].metadata.threshold: Invalid value: "integer": '
+        'spec.triggers[0].metadata.threshold in body must be of type string: "integer"'
+    ) in result.output

@@ -78,8 +78,9 @@ CASES = [
     (
         "spec.devices.0.count",
         "eight",
-        'examples/ic.yaml: InferenceClass/h100-80gb: spec.devices[0].count: Invalid value: "eight"'
-        ": must be of type integer",
+        # The API server's words (kube-openapi's InvalidType).
+        'examples/ic.yaml: InferenceClass/h100-80gb: spec.devices[0].count: Invalid value: "string"'
+        ': spec.devices[0].count in body must be of type integer: "string"',
     ),
     (
         "spec.provisioning.provider",
@@ -109,7 +110,7 @@ CASES = [
         "spec.provisioning.gke.machineType",
         "m" * 64,
         "examples/ic.yaml: InferenceClass/h100-80gb: spec.provisioning.gke.machineType: Too long: "
-        "may not be more than 63 characters",
+        "may not be more than 63 bytes",  # the API server's word, though it counts characters
     ),
     (
         "spec.devices",
@@ -153,7 +154,8 @@ CASES = [
     (
         "spec.devices.0.attributes.cc",
         {"int": 2**63},
-        "examples/ic.yaml: InferenceClass/h100-80gb: spec.devices[0].attributes[cc].int: Invalid "
+        # Schema errors name a map's key with a dot, as the API server does (rules index it).
+        "examples/ic.yaml: InferenceClass/h100-80gb: spec.devices[0].attributes.cc.int: Invalid "
         "value: 9223372036854775808: must fit in int64",
     ),
     (

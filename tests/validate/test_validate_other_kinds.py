@@ -84,12 +84,17 @@ def test_a_valid_provider_kubernetes_object():
 
 
 def test_a_provider_kubernetes_object_with_bad_fields():
-    obj = kubernetes_object(readiness={"policy": "Sometimes"}, extra=True)
+    obj = kubernetes_object(readiness={"policy": "Sometimes"})
     del obj["spec"]["forProvider"]["manifest"]
     problems = {p.path: p.message for p in validation.validate_object(obj, "o.yaml")}
     assert problems["spec.forProvider.manifest"] == "Required value"
-    assert problems["spec.extra"] == 'unknown field "extra" (not declared in the schema)'
     assert problems["spec.readiness.policy"].startswith('Unsupported value: "Sometimes"')
+    # An unknown field stops the request at strict decoding, as a real API server answers
+    # --validate=strict: only it is reported.
+    obj = kubernetes_object(readiness={"policy": "Sometimes"}, extra=True)
+    del obj["spec"]["forProvider"]["manifest"]
+    problems = {p.path: p.message for p in validation.validate_object(obj, "o.yaml")}
+    assert problems == {"spec.extra": 'unknown field "extra" (not declared in the schema)'}
 
 
 def test_a_kind_without_schema_is_reported_clearly():
@@ -211,7 +216,12 @@ def test_modelplane_kinds_are_checked_against_their_shipped_xrd_away_from_the_re
     broken = copy.deepcopy(cache)
     broken["spec"]["crossplane"] = {"compositionRef": {"name": "modelcache"}}
     broken["spec"]["huggingFace"].pop("repo")
+    found = validation.validate_object(broken, "x.yaml", away)
+    assert found == validation.validate_object(broken, "x.yaml", here)
+    # A missing required field is blocking: the rules are not run, and the API server says so.
+    assert {p.path for p in found} == {"", "spec.huggingFace.repo"}
+    # An unknown field stops the request at strict decoding: only it is reported.
     broken["spec"]["sizeGiBs"] = 1
     found = validation.validate_object(broken, "x.yaml", away)
     assert found == validation.validate_object(broken, "x.yaml", here)
-    assert {p.path for p in found} == {"spec.sizeGiBs", "spec.huggingFace.repo"}
+    assert {p.path for p in found} == {"spec.sizeGiBs"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime
 import ipaddress
 import json
 import operator
@@ -55,6 +54,19 @@ def _matches_type(kind: str, value: Any) -> bool:
     return kind == ("null" if value is None else "object")
 
 
+def _json_type(value: Any) -> str:
+    """The JSON type kube-openapi names a decoded value by."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -67,14 +79,13 @@ def _check_format(fmt: str, value: Any) -> str | None:
         return None if low <= value <= high else f"must fit in {fmt}"
     if not isinstance(value, str):
         return None
+    if fmt in ("date-time", "date", "duration"):
+        valid = {"date-time": _is_date_time, "date": celrules.parse_date,
+                 "duration": celrules.parse_duration}[fmt](value)  # fmt: skip
+        # kube-openapi reports these as type errors, which stop the rules.
+        return None if valid is not None and valid is not False else f"must be of type {fmt}"
     try:
-        if fmt == "date-time":
-            datetime.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-            if "T" not in value.upper():
-                raise ValueError
-        elif fmt == "date":
-            datetime.date.fromisoformat(value)
-        elif fmt == "byte":
+        if fmt == "byte":
             base64.b64decode(value, validate=True)
         elif fmt == "uuid":
             uuid.UUID(value)
@@ -89,6 +100,22 @@ def _check_format(fmt: str, value: Any) -> str | None:
     except ValueError:
         return f"must be of format {fmt}"
     return None
+
+
+_DATE_TIME_CLOCK = re.compile(
+    r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$"
+)
+
+
+def _is_date_time(value: str) -> bool:
+    """kube-openapi's strfmt.IsDateTime (lenient: a lowercase t and z pass)."""
+    if len(value) < 4:
+        return False
+    parts = value.lower().split("t")
+    if len(parts) < 2 or celrules.parse_date(parts[0]) is None:
+        return False
+    match = _DATE_TIME_CLOCK.match(parts[1])
+    return match is not None and match[1] <= "23" and match[2] <= "59" and match[3] <= "59"
 
 
 @dataclasses.dataclass
@@ -111,7 +138,7 @@ RULES_NOT_CHECKED = (
     "invalid; correct the existing errors to complete validation"
 )
 _BLOCKING = ("Required value", "Unsupported value", "Too long", "Too many")
-_WRONG_TYPE = (": must be of type ", ": must be an integer or a string")
+_WRONG_TYPE = (" must be of type ", ": must be an integer or a string")
 
 
 def check_value(schema: JSON, value: Any) -> list[Issue]:
@@ -120,10 +147,21 @@ def check_value(schema: JSON, value: Any) -> list[Issue]:
     return schema_issues + after_schema(schema, schema_issues, rule_issues)
 
 
-def check_parts(schema: JSON, value: Any) -> tuple[list[Issue], list[Issue]]:
-    """The schema's issues and, apart, its rules' issues."""
+class _Absent:
+    """No old value: a create, or a node the stored object lacks or cannot correlate."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+def check_parts(schema: JSON, value: Any, old: Any = ABSENT) -> tuple[list[Issue], list[Issue]]:
+    """The schema's issues and, apart, its rules' issues. ``old``: the stored value of an
+    update, which transition rules (``oldSelf``) compare against."""
     walk = _Walk()
-    _check(walk, schema, value, "")
+    _check(walk, schema, value, "", old=old)
     return walk.issues, walk.rule_issues
 
 
@@ -147,8 +185,25 @@ def _has_rules(schema: Any) -> bool:
     return isinstance(schema, list) and any(_has_rules(sub) for sub in schema)
 
 
-def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
-    """Validate one node; a value of the wrong type gets no further checks (nor rules)."""
+def _check(
+    walk: _Walk,
+    schema: JSON,
+    value: Any,
+    path: str,
+    *,
+    old: Any = ABSENT,
+    unchanged: bool = False,
+    cel_path: str | None = None,
+) -> None:
+    """Validate one node; a value of the wrong type gets no further checks (nor rules).
+
+    ``path`` is where schema errors are reported, ``cel_path`` where rules report: the same
+    except below a map, whose keys schema errors join with a dot (``spec.labels.app``) and
+    rules index (``spec.labels[app]``), as the API server writes them.
+
+    ``old`` is the stored value this node correlates with on an update (ABSENT if none);
+    ``unchanged`` whether the nearest correlated ancestor kept its value, which decides
+    ratcheting for a node without its own stored value."""
     if value is None:
         if not schema.get("nullable"):
             walk.add(path, f"Invalid value: null: must be of type {schema.get('type', 'any')}")
@@ -158,15 +213,26 @@ def _check(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.add(path, f"Invalid value: {_short(value)}: must be an integer or a string")
             return
     elif (kind := schema.get("type")) and not _matches_type(kind, value):
-        walk.add(path, f"Invalid value: {_short(value)}: must be of type {kind}")
+        # kube-openapi's InvalidType, as the API server reports it.
+        actual = json.dumps(_json_type(value))
+        walk.add(path, f"Invalid value: {actual}: {path} in body must be of type {kind}: {actual}")
         return
     _check_values(walk, schema, value, path)
     _check_junctors(walk, schema, value, path)
+    if old is not ABSENT:
+        unchanged = old == value
+    where = _Where(path, path if cel_path is None else cel_path)
     if isinstance(value, dict):
-        _check_object(walk, schema, value, path)
+        _check_object(walk, schema, value, where, old=old, unchanged=unchanged)
     elif isinstance(value, list):
-        _check_array(walk, schema, value, path)
-    _check_rules(walk, schema, value, path)
+        _check_array(walk, schema, value, where, old=old, unchanged=unchanged)
+    _check_rules(walk, schema, value, where.cel, old=old, unchanged=unchanged)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    schema: str  # where schema errors are reported
+    cel: str  # where rules report
 
 
 def _branch_issues(schema: Any, value: Any, path: str) -> list[Issue]:
@@ -218,7 +284,7 @@ def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.add(path, f"Invalid value: {value}: must be a multiple of {schema['multipleOf']}")
     if isinstance(value, str):
         if "maxLength" in schema and len(value) > schema["maxLength"]:
-            walk.add(path, f"Too long: may not be more than {schema['maxLength']} characters")
+            walk.add(path, f"Too long: may not be more than {schema['maxLength']} bytes")
         if "minLength" in schema and len(value) < schema["minLength"]:
             walk.add(
                 path,
@@ -228,7 +294,11 @@ def _check_values(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
         if "pattern" in schema and not _search(schema["pattern"], value):
             walk.add(path, f"Invalid value: {_short(value)}: should match '{schema['pattern']}'")
     if (fmt := schema.get("format")) and (problem := _check_format(fmt, value)):
-        walk.add(path, f"Invalid value: {_short(value)}: {problem}")
+        if problem.startswith("must be of type "):  # a format kube-openapi checks as a type
+            shown = json.dumps(value)
+            walk.add(path, f"Invalid value: {shown}: {path} in body {problem}: {shown}")
+        else:
+            walk.add(path, f"Invalid value: {_short(value)}: {problem}")
     if isinstance(value, list | dict):
         noun, most, least = (
             ("items", "maxItems", "minItems")
@@ -254,28 +324,41 @@ def _search(pattern: str, value: str) -> bool:
         return True  # check_definition reports the bad pattern itself
 
 
-def _check_object(walk: _Walk, schema: JSON, value: JSON, path: str) -> None:
+def _check_object(
+    walk: _Walk, schema: JSON, value: JSON, where: _Where, *, old: Any, unchanged: bool
+) -> None:
     properties: JSON = schema.get("properties") or {}
+    # Properties and map values correlate with the stored object's by name.
+    olds = old if isinstance(old, dict) else {}
     extra = schema.get("additionalProperties")
     keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
     embedded = schema.get("x-kubernetes-embedded-resource")
+    path = where.schema
     for name, item in value.items():
-        child = f"{path}[{name}]" if isinstance(extra, dict) else join(path, name)
+        child = join(path, name)
+        before = olds.get(name, ABSENT)
         if name in properties:
-            _check(walk, properties[name], item, child)
+            _check(walk, properties[name], item, child, old=before, unchanged=unchanged,
+                   cel_path=join(where.cel, name))  # fmt: skip
         elif isinstance(extra, dict):
-            _check(walk, extra, item, child)
+            _check(walk, extra, item, child, old=before, unchanged=unchanged,
+                   cel_path=f"{where.cel}[{name}]")  # fmt: skip
         elif embedded and name in ("apiVersion", "kind", "metadata"):
             continue
         elif not keep_unknown:
             walk.add(child, f'unknown field "{name}" (not declared in the schema)')
 
 
-def _check_array(walk: _Walk, schema: JSON, value: list[Any], path: str) -> None:
+def _check_array(
+    walk: _Walk, schema: JSON, value: list[Any], where: _Where, *, old: Any, unchanged: bool
+) -> None:
+    path = where.schema
     items = schema.get("items")
     if isinstance(items, dict):
+        olds = _correlated_items(schema, value, old)
         for index, item in enumerate(value):
-            _check(walk, items, item, f"{path}[{index}]")
+            _check(walk, items, item, f"{path}[{index}]", old=olds[index], unchanged=unchanged,
+                   cel_path=f"{where.cel}[{index}]")  # fmt: skip
     list_type = schema.get("x-kubernetes-list-type")
     if list_type == "set" or schema.get("uniqueItems"):
         seen: list[Any] = []
@@ -298,11 +381,40 @@ def _check_array(walk: _Walk, schema: JSON, value: list[Any], path: str) -> None
             seen_keys.add(encoded)
 
 
-def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
+def _correlated_items(schema: JSON, value: list[Any], old: Any) -> list[Any]:
+    """The stored item each item correlates with: only the items of a map list do, by their
+    keys (atomic and set lists' items have no identity across an update)."""
+    olds = [ABSENT] * len(value)
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list):
+        return olds
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+
+    def key(item: Any) -> str | None:
+        if not isinstance(item, dict):
+            return None
+        return json.dumps([item.get(k) for k in keys], sort_keys=True)
+
+    stored: dict[str, Any] = {}
+    for item in old:
+        if (found := key(item)) is not None:
+            stored.setdefault(found, item)
+    for index, item in enumerate(value):
+        if (found := key(item)) is not None:
+            olds[index] = stored.get(found, ABSENT)
+    return olds
+
+
+def _check_rules(
+    walk: _Walk, schema: JSON, value: Any, path: str, *, old: Any = ABSENT, unchanged: bool = False
+) -> None:
+    """Every rule of this node, as the API server runs them: a transition rule (``oldSelf``)
+    only when the node has a stored value to compare with, or with ``optionalOldSelf``
+    always (``oldSelf`` then an optional); on an update a rule without ``oldSelf`` whose value
+    did not change is ratcheted (its failure is only a warning)."""
     rules = schema.get("x-kubernetes-validations") or []
     if not rules:
         return
-    bound: Any = None
+    variables: dict[str, Any] = {}
     for rule in rules:
         if not isinstance(rule, dict):
             continue  # check_definition reports malformed rules
@@ -313,38 +425,106 @@ def _check_rules(walk: _Walk, schema: JSON, value: Any, path: str) -> None:
             walk.rule_issues.append((path, f"Invalid value: rule {source!r}: {err}"))
             continue
         if compiled.uses_old_self:
-            if rule.get("optionalOldSelf") is not True:
-                continue  # transition rules run on update; validate models a create
-            # optionalOldSelf rules also run on create, with oldSelf an empty optional.
-            compiled = celrules.compile_rule(f"cel.bind(oldSelf, optional.none(), (\n{source}\n))")
-        if bound is None:
-            bound = celrules.to_cel(value, schema)
-        issue = evaluate_rule(rule, celrules.for_schema(compiled, schema), bound, schema)
-        if issue is not None:
-            target = path
-            if field_path := rule.get("fieldPath"):
-                target = path + (
-                    field_path if field_path.startswith((".", "[")) else "." + field_path
-                )
-            walk.rule_issues.append((target.lstrip("."), issue))
+            if rule.get("optionalOldSelf") is True:
+                compiled = celrules.with_optional_old_self(source, old is not ABSENT)
+            elif old is ABSENT:
+                continue  # transition rules need a stored value to compare with
+        if not variables:
+            variables["self"] = celrules.to_cel(value, schema)
+            if old is not ABSENT:
+                variables["oldSelf"] = celrules.to_cel(old, schema)
+        issue = evaluate_rule(rule, celrules.for_schema(compiled, schema), variables, schema)
+        if issue is None or (unchanged and not compiled.uses_old_self):
+            continue
+        target = path
+        # A rule that fails names its fieldPath; one whose evaluation errors, its own node.
+        if (field_path := rule.get("fieldPath")) and not issue.endswith(
+            f" evaluating rule: {_rule_text(rule)}"
+        ):
+            relative = rule_field_path(schema, str(field_path))
+            target = join(path, relative) if relative else path
+        walk.rule_issues.append((target, issue))
 
 
 def evaluate_rule(rule: JSON, compiled: celrules.Compiled, bound: Any, schema: JSON) -> str | None:
-    """The API server's message for a failing rule, or None when it holds."""
+    """The API server's message for a failing rule, or None when it holds. ``bound`` is the
+    value of ``self``, or every variable (``{"self": ..., "oldSelf": ...}``)."""
+    variables = bound if isinstance(bound, dict) and "self" in bound else {"self": bound}
     try:
-        result = compiled.evaluate({"self": bound})
+        result = compiled.evaluate(variables)
     except cel.CelEvalError as err:
-        return f"Invalid value: {celrules.describe_error(err)} evaluating rule: {rule['rule']}"
+        return f"Invalid value: {celrules.describe_error(err)} evaluating rule: {_rule_text(rule)}"
     if result is True:
         return None
-    prefix = CEL_REASONS.get(rule.get("reason", "FieldValueInvalid"), "")
-    message = rule.get("message") or f"failed rule: {rule['rule']}"
+    reason = rule.get("reason") or "FieldValueInvalid"
+    if reason == "FieldValueDuplicate":
+        # field.Duplicate carries the value (the schema's type) and no detail.
+        return f"Duplicate value: {json.dumps(schema.get('type', ''))}"
+    message = _message(rule)
     if expression := rule.get("messageExpression"):
         try:
             custom_rule = celrules.for_schema(celrules.compile_rule(expression), schema)
-            custom = custom_rule.evaluate({"self": bound})
-            if isinstance(custom, str) and custom.strip() and "\n" not in custom:
-                message = str(custom)
+            custom = custom_rule.evaluate(variables)
         except (celrules.RuleError, cel.CelEvalError):
-            pass  # the API server falls back to message when messageExpression fails
-    return prefix + message
+            custom = None  # the API server falls back to message when messageExpression fails
+        if isinstance(custom, str):
+            trimmed = custom.strip()
+            if trimmed and "\n" not in trimmed and len(trimmed) <= MAX_MESSAGE_EXPRESSION_BYTES:
+                message = trimmed
+    return CEL_REASONS.get(reason, "") + message
+
+
+# celconfig.MaxEvaluatedMessageExpressionSizeBytes: longer results fall back to message.
+MAX_MESSAGE_EXPRESSION_BYTES = 5 * 1024
+
+
+def _rule_text(rule: JSON) -> str:
+    """How the API server names a rule in its messages: by its message if it has one."""
+    message = str(rule.get("message") or "").strip()
+    return message or str(rule.get("rule", "")).strip()
+
+
+def _message(rule: JSON) -> str:
+    message = str(rule.get("message") or "").strip()
+    return message or f"failed rule: {_rule_text(rule)}"
+
+
+def rule_field_path(schema: JSON, field_path: str) -> str | None:
+    """A rule's ``fieldPath`` as the API server writes it below the rule's node
+    (``.labels['a.b']`` is ``labels[a.b]``), or None when it names no field of ``schema``:
+    only properties and map keys, each ``.name`` or ``['name']``, never into a list."""
+    tokens = re.findall(r"'(?:[^'\\]|\\.)*'|[.\[\]]|[^.\[\]']+|'", field_path)
+    if "".join(tokens) != field_path:
+        return None
+    out = ""
+    node: Any = schema
+    position = 0
+    while position < len(tokens):
+        token = tokens[position]
+        if token == "[":
+            quoted = tokens[position + 1] if position + 1 < len(tokens) else ""
+            closing = tokens[position + 2] if position + 2 < len(tokens) else ""
+            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'" or closing != "]":
+                return None
+            name = re.sub(r"\\(.)", r"\1", quoted[1:-1])
+            position += 3
+        elif token == ".":
+            if position + 1 >= len(tokens) or tokens[position + 1] in ".[]":
+                return None
+            name = tokens[position + 1]
+            position += 2
+        else:
+            return None
+        if not isinstance(node, dict):
+            return None
+        if node.get("properties") is not None:
+            if name not in node["properties"]:
+                return None
+            out = join(out, name)
+            node = node["properties"][name]
+        elif isinstance(node.get("additionalProperties"), dict):
+            out = f"{out}[{name}]"
+            node = node["additionalProperties"]
+        else:
+            return None
+    return out or None

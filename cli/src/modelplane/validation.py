@@ -219,7 +219,30 @@ def _prune_nulls(schema: JSON, value: Any) -> Any:
     return value
 
 
-def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> list[Problem]:
+def validate_update(
+    old: Any, new: Any, source: str = "<object>", catalog: xrd.Catalog | None = None
+) -> list[Problem]:
+    """What the API server would say about an update of the stored ``old`` to ``new``: the
+    checks of a create of ``new``, plus the transition rules (``oldSelf``) against ``old``,
+    and rules ratcheted where the value they check did not change. Schema errors are not
+    ratcheted (``old`` is assumed valid)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return validate_object(new, source, catalog)
+    catalog = catalog or xrd.catalog()
+    api_version, kind = new.get("apiVersion"), new.get("kind")
+    definition = (
+        catalog.definition_for(api_version, kind)
+        if isinstance(api_version, str) and isinstance(kind, str)
+        else None
+    )
+    if definition is None or old.get("apiVersion") != api_version or old.get("kind") != kind:
+        return validate_object(new, source, catalog)
+    return _validate_composite(without_status(new), source, definition, without_status(old))
+
+
+def _validate_composite(
+    obj: JSON, source: str, definition: xrd.Definition, old: JSON | None = None
+) -> list[Problem]:
     api_version = str(obj["apiVersion"])
     version = definition.version(api_version)
     if version is None:
@@ -234,6 +257,9 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
     schema = version["schema"]["openAPIV3Schema"]
     issues = _check_metadata(obj)
     value = xrd.apply_defaults(schema, _prune_nulls(schema, obj))
+    stored = (
+        openapi.ABSENT if old is None else xrd.apply_defaults(schema, _prune_nulls(schema, old))
+    )
     if definition.is_crd:
         root = celrules.with_object_meta(schema)
     else:
@@ -241,11 +267,19 @@ def _validate_composite(obj: JSON, source: str, definition: xrd.Definition) -> l
             definition.body["spec"].get("scope") == "LegacyCluster"
         )
         root = celrules.with_object_meta(_with_crossplane_fields(schema, legacy))
-    schema_issues, rule_issues = openapi.check_parts(root, value)
-    for path, message in schema_issues:
-        if path.startswith("metadata") or path in ("apiVersion", "kind"):
-            continue  # identity and metadata are checked above, as ObjectMeta
-        issues.append((path, message))
+    schema_issues, rule_issues = openapi.check_parts(root, value, stored)
+    schema_issues = [
+        (path, message)
+        for path, message in schema_issues
+        # identity and metadata are checked above, as ObjectMeta
+        if not path.startswith("metadata") and path not in ("apiVersion", "kind")
+    ]
+    unknown = [(p, m) for p, m in schema_issues if m.startswith("unknown field")]
+    if unknown:
+        # Strict decoding refuses unknown fields before anything is validated: only they are
+        # reported, as the API server answers kubectl's --validate=strict.
+        return _problems(source, obj, unknown)
+    issues += schema_issues
     issues += openapi.after_schema(root, issues, rule_issues)
     return _problems(source, obj, issues)
 
@@ -486,6 +520,9 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
     elif sum(bool(v.get("referenceable")) for v in versions) != 1:
         issues.append(("spec.versions", "exactly one version must be referenceable"))
     seen: set[str] = set()
+    # A CRD whose versions share one schema holds it as spec.validation inside the API server,
+    # which names it so in its errors.
+    shared = crd and all(v.get("schema") == versions[0].get("schema") for v in versions)
     for index, version in enumerate(versions):
         base = f"spec.versions[{index}]"
         if version.get("name") in seen:
@@ -495,38 +532,63 @@ def check_definition(definition: JSON, source: str = "<xrd>") -> list[Problem]:
         if not isinstance(schema, dict):
             issues.append((f"{base}.schema.openAPIV3Schema", "Required value"))
             continue
+        if shared and index > 0:
+            continue  # checked once, as spec.validation
+        at = "spec.validation.openAPIV3Schema" if shared else f"{base}.schema.openAPIV3Schema"
         if malformed := _schema_problem(schema):
             where, _, why = malformed.rpartition(": ")
-            issues.append((join(f"{base}.schema.openAPIV3Schema", where), f"Invalid value: {why}"))
+            issues.append((join(at, where), f"Invalid value: {why}"))
             continue
-        issues.extend(
-            check_schema(celrules.with_object_meta(schema), f"{base}.schema.openAPIV3Schema")
-        )
+        issues.extend(check_schema(celrules.with_object_meta(schema), at))
     return problems + _problems(source, definition, issues)
 
 
 def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str, str]]:
-    """Structural-schema, default, list-type and CEL (compile + cost) checks of one schema."""
+    """Structural-schema, default, list-type and CEL (compile + cost) checks of one schema.
+
+    As the API server does, the rules of a node are compiled only when neither the node nor
+    anything below it has a schema error (their types may not be derivable)."""
     issues: list[tuple[str, str]] = []
     if schema.get("type") != "object":
         issues.append((f"{base}.type", "Required value: must be object at the root"))
-    total_cost = 0
-    for entry in _schema_nodes(schema):
+    nodes = _schema_nodes(schema)
+    broken: list[str] = []  # schema paths (relative to base) with a schema error
+    for entry in nodes:
         node, in_junctor, where = entry.node, entry.in_junctor, base + entry.path
-        issues.extend((f"{where}.{p}" if p else where, m) for p, m in _check_node(node, in_junctor))
-        if in_junctor:
-            continue
-        if "default" in node:
+        found = [(f"{where}.{p}" if p else where, m) for p, m in _check_node(node, in_junctor)]
+        if not in_junctor:
+            for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
+                at = f"{where}.x-kubernetes-validations[{index}]"
+                found += [(f"{at}.{p}", m) for p, m in _rule_schema_issues(rule, node)]
+        if found:
+            broken.append(entry.path)
+        issues += found
+        if not in_junctor and "default" in node:
             for sub_path, message in openapi.check_value(node, node["default"]):
                 issues.append((join(f"{where}.default", sub_path).rstrip("."), message))
-        for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
-            loose = base + entry.uncorrelatable if entry.uncorrelatable else None
-            rule_issues, cost = _check_rule(rule, node, entry.cardinality, loose)
-            total_cost += cost
-            issues.extend(
-                (f"{where}.x-kubernetes-validations[{index}].{p}", m) for p, m in rule_issues
-            )
+    costs: list[tuple[str, int]] = []  # (path of the expression, its cost times cardinality)
+    for entry in nodes:
+        node, where = entry.node, base + entry.path
+        rules = node.get("x-kubernetes-validations") or []
+        if entry.in_junctor or not rules or any(_below(b, entry.path) for b in broken):
+            continue
+        loose = base + entry.uncorrelatable if entry.uncorrelatable else None
+        for index, rule in enumerate(rules):
+            rule_issues, rule_costs = _check_rule(rule, node, entry.cardinality, loose)
+            at = f"{where}.x-kubernetes-validations[{index}]"
+            costs += [(f"{at}.{field}", cost) for field, cost in rule_costs]
+            issues.extend((f"{at}.{p}", m) for p, m in rule_issues)
+    total_cost = min(sum(cost for _, cost in costs), celrules.U64)
     if total_cost > celrules.STATIC_CRD_COST_LIMIT:
+        # The server also names the (up to four) dearest expressions of at least 1 % of the
+        # limit.
+        dearest = sorted(
+            (c for c in costs if c[1] >= celrules.STATIC_CRD_COST_LIMIT // 100),
+            key=lambda c: -c[1],
+        )[:4]
+        for path, _ in dearest:
+            issues.append((path, "Forbidden: contributed to estimated rule cost total exceeding "
+                           "cost limit for entire OpenAPIv3 schema"))  # fmt: skip
         issues.append(
             (
                 base,
@@ -540,6 +602,11 @@ def check_schema(schema: JSON, base: str = "openAPIV3Schema") -> list[tuple[str,
             )
         )
     return issues
+
+
+def _below(path: str, ancestor: str) -> bool:
+    """Whether the schema path ``path`` is ``ancestor`` or lies below it."""
+    return path == ancestor or path.startswith((ancestor + ".", ancestor + "["))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -709,25 +776,37 @@ def _check_list_type(node: JSON) -> list[tuple[str, str]]:
 
 def _check_rule(
     rule: Any, node: JSON, cardinality: int, uncorrelatable: str | None = None
-) -> tuple[list[tuple[str, str]], int]:
+) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
     """Compile one rule (and its messageExpression), estimate its cost in the schema, and
-    check where a transition rule may stand (the API server's messages)."""
+    check where a transition rule may stand (the API server's messages). Returns the issues
+    and the cost of each expression ("rule", "messageExpression") times its cardinality."""
     if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
-        return [("rule", "Required value")], 0
+        return [], []
     issues: list[tuple[str, str]] = []
-    cost = 0
+    costs: list[tuple[str, int]] = []
     for field in ("rule", "messageExpression"):
         source = rule.get(field)
-        if field == "messageExpression" and source is None:
+        if field == "messageExpression" and not source:
             continue
         try:
             result = "bool" if field == "rule" else "string"
-            per_call = celrules.estimate_cost(source, node, result)
+            per_call = celrules.estimate_cost(
+                source, node, result, optional_old_self=rule.get("optionalOldSelf") is True
+            )
         except celrules.RuleError as err:
             issues.append((field, f"Invalid value: {source!r}: {err}"))
+            if field == "rule":
+                costs.append((field, 0))
+                if rule.get("optionalOldSelf") is not None:  # no oldSelf seen: none is used
+                    shown = json.dumps(rule["optionalOldSelf"])
+                    issues.append(("optionalOldSelf", f"Invalid value: {shown}: may not be set "
+                                   "if oldSelf is not used in rule"))  # fmt: skip
+                break  # the server compiles a messageExpression only for a rule that compiles
             continue
-        expression_cost = per_call * cardinality
-        cost += expression_cost
+        # The server multiplies a rule's cost by how often its node can occur, but not its
+        # messageExpression's (which runs only when the rule fails).
+        expression_cost = min(per_call * (cardinality if field == "rule" else 1), celrules.U64)
+        costs.append((field, expression_cost))
         if field == "rule":
             issues.extend(_transition_issues(rule, source, uncorrelatable))
         if expression_cost > celrules.STATIC_COST_LIMIT:
@@ -739,21 +818,29 @@ def _check_rule(
                     + _cost_message(label, expression_cost, celrules.STATIC_COST_LIMIT),
                 )
             )
-    message = rule.get("message")
-    if message is not None and not str(message).strip():
-        issues.append(
-            ("message", f"Invalid value: {message!r}: message must be non-empty if specified")
-        )
-    elif message is not None and re.search(r"[\n\r]", str(message)):
-        issues.append(
-            ("message", f"Invalid value: {message!r}: message must not contain line breaks")
-        )
-    elif re.search(r"[\n\r]", rule["rule"]) and not str(message or "").strip():
+    return issues, costs
+
+
+def _rule_schema_issues(rule: Any, node: JSON) -> list[tuple[str, str]]:
+    """What the API server checks of a rule before compiling anything (its schema errors):
+    a rule is given, message, messageExpression and fieldPath are usable, reason known."""
+    if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
+        return [("rule", "Required value")]
+    issues: list[tuple[str, str]] = []
+    text = rule["rule"].strip()
+    message = str(rule.get("message") or "")
+    if not text:
+        issues.append(("rule", "Required value: rule is not specified"))
+    elif message and not message.strip():
+        issues.append(("message", f"Invalid value: {message!r}: must be non-empty if specified"))
+    elif re.search(r"[\n\r]", message.strip()):
+        issues.append(("message", f"Invalid value: {message!r}: must not contain line breaks"))
+    elif re.search(r"[\n\r]", text) and not message.strip():
         issues.append(
             ("message", "Required value: message must be specified if rule contains line breaks")
         )
-    expression = rule.get("messageExpression")
-    if expression is not None and not str(expression).strip():
+    expression = str(rule.get("messageExpression") or "")
+    if expression and not expression.strip():
         issues.append(
             (
                 "messageExpression",
@@ -769,10 +856,16 @@ def _check_rule(
                 + ", ".join(sorted(openapi.CEL_REASONS)),
             )
         )
-    field_path = rule.get("fieldPath")
-    if field_path and not _valid_field_path(node, str(field_path)):
+    field_path = str(rule.get("fieldPath") or "")
+    if field_path and not field_path.strip():
+        issues.append(
+            ("fieldPath", f"Invalid value: {field_path!r}: must be non-empty if specified")
+        )
+    elif re.search(r"[\n\r]", field_path):
+        issues.append(("fieldPath", f"Invalid value: {field_path!r}: must not contain line breaks"))
+    elif field_path and not _valid_field_path(node, field_path):
         issues.append(("fieldPath", f"Invalid value: {field_path!r}: must be a valid path"))
-    return issues, cost
+    return issues
 
 
 def _transition_issues(
@@ -801,19 +894,9 @@ def _transition_issues(
 
 
 def _valid_field_path(node: JSON, field_path: str) -> bool:
-    """Whether a rule's fieldPath (``.spec.foo``, ``.items['key']``) exists in the schema."""
-    current = node
-    for part in filter(None, re.split(r"\.|\[[^\]]*\]", field_path)):
-        properties = current.get("properties") or {}
-        if part in properties:
-            current = properties[part]
-        elif isinstance(current.get("additionalProperties"), dict):
-            current = current["additionalProperties"]
-        else:
-            return False
-        while isinstance(current.get("items"), dict):
-            current = current["items"]
-    return True
+    """Whether a rule's fieldPath (``.spec.foo``, ``.labels['key']``) names a field of the
+    schema: properties and map keys only, never into a list (cel.ValidFieldPath)."""
+    return openapi.rule_field_path(node, field_path) is not None
 
 
 def _cost_message(label: str, cost: int, limit: int) -> str:

@@ -27,6 +27,7 @@ import functools
 import ipaddress
 import itertools
 import json
+import math
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -120,15 +121,30 @@ def quantity_value(quantity: Quantity) -> Any:
     return _wrap("kubernetes.Quantity", str(quantity))
 
 
+# apimachinery's resource.ErrFormatWrong, the error quantity() reports for a malformed string.
+_QUANTITY_FORMAT = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+
+
 def _quantity(text: str) -> Any:
     try:
         return quantity_value(_quantity_of(text))
     except QuantityError as err:
+        if str(err).startswith("quantities must match"):
+            raise ValueError(_QUANTITY_FORMAT) from err
         raise ValueError(str(err)) from err
 
 
 def _q(message: Any) -> Quantity:
     return Quantity(decimal.Decimal(message.value))
+
+
+def _quantity_as_integer(message: Any) -> int:
+    quantity = _q(message)
+    if not quantity.is_integer():
+        raise ValueError("cannot convert value to integer")  # Kubernetes' words
+    return quantity.as_integer()
 
 
 def _q_operand(other: Any) -> Quantity | int:
@@ -194,9 +210,15 @@ def _url(text: str) -> Any:
     return _wrap("kubernetes.URL", text)
 
 
+def _url_parts(url: Any) -> celformat.RequestURI:
+    """The parts of a URL value as its accessors read them: Kubernetes checks url() with
+    ParseRequestURI but reads the parts with url.Parse, which drops a #fragment."""
+    return celformat.parse_request_uri(url.value.partition("#")[0])
+
+
 def _url_part(part: str) -> Callable[[Any], str]:
     def get(url: Any) -> str:
-        parts = celformat.parse_request_uri(url.value)
+        parts = _url_parts(url)
         port = parts.host.rpartition("]")[2] if parts.host.startswith("[") else parts.host
         port = port.rpartition(":")[2] if ":" in port else ""
         if part == "host":
@@ -214,7 +236,7 @@ def _url_part(part: str) -> Callable[[Any], str]:
 
 
 def _url_query(url: Any) -> dict[str, list[str]]:
-    query = celformat.parse_request_uri(url.value).query
+    query = _url_parts(url).query
     return urllib.parse.parse_qs(query, keep_blank_values=True)
 
 
@@ -337,7 +359,42 @@ def _find(text: str, pattern: str) -> str:
 # overloads; the string ones keep cel-cpp's strings-v2 results (code point offsets, an error
 # for an offset outside 0..size).
 _INDEX_FUNCTIONS = {"indexOf": "mpIdxOf", "lastIndexOf": "mpLastIdxOf"}
-_INTERNAL_NAMES = {internal: name for name, internal in _INDEX_FUNCTIONS.items()}
+# charAt and substring are renamed the same way, to run with cel-go's error texts ("index out
+# of range: 7") where cel-cpp's would name no index.
+_STRING_FUNCTIONS = {"charAt": "mpChAt", "substring": "mpSubstrg"}
+_RENAMED = {**_INDEX_FUNCTIONS, **_STRING_FUNCTIONS}
+_INTERNAL_NAMES = {internal: name for name, internal in _RENAMED.items()}
+
+
+def _char_at(text: str, index: int) -> str:
+    """cel-go's strings extension charAt: the code point at index, "" at the end."""
+    if not 0 <= index <= len(text):
+        raise ValueError(f"index out of range: {index}")
+    return text[index] if index < len(text) else ""
+
+
+def _substring(text: str, start: int, end: int | None = None) -> str:
+    """cel-go's strings extension substring, over code points."""
+    if end is not None and start > end:
+        raise ValueError(f"invalid substring range. start: {start}, end: {end}")
+    if not 0 <= start <= len(text):
+        raise ValueError(f"index out of range: {start}")
+    if end is not None and not 0 <= end <= len(text):
+        raise ValueError(f"index out of range: {end}")
+    return text[start:end]
+
+
+def _string_function_decls() -> list[Any]:
+    return [
+        _fn("mpChAt", _overload("mp_string_char_at", T.STRING, [T.STRING, T.INT], _char_at, True)),
+        _fn(
+            "mpSubstrg",
+            _overload("mp_string_substring", T.STRING, [T.STRING, T.INT], _substring, True),
+            _overload(
+                "mp_string_substring_range", T.STRING, [T.STRING, T.INT, T.INT], _substring, True
+            ),
+        ),
+    ]
 
 
 def _string_index_of(text: str, sub: str, offset: int = 0) -> int:
@@ -604,7 +661,7 @@ def _library() -> list[Any]:
         ),
         _fn(
             "asInteger",
-            _overload("quantity_as_integer", T.INT, [q], lambda a: _q(a).as_integer(), True),
+            _overload("quantity_as_integer", T.INT, [q], _quantity_as_integer, True),
         ),
         _fn(
             "asApproximateFloat",
@@ -792,7 +849,7 @@ def _index_config() -> str:
         "mp_list_{}": (f"{{type_name: list, params: [{param}]}}", [param]),
     }
     text = "functions:\n"
-    for internal in _INTERNAL_NAMES:
+    for internal in _INDEX_FUNCTIONS.values():
         text += f"  - name: {internal}\n    overloads:\n"
         for oid, (target, args) in shapes.items():
             text += (
@@ -852,7 +909,6 @@ extensions:
   - name: strings
     version: 2
   - name: optional
-  - name: lists
   - name: sets
   - name: two-var-comprehensions
   - name: bindings
@@ -875,7 +931,13 @@ def environment(variables: tuple[tuple[str, str], ...], runtime: bool = False) -
         descriptor_pool=POOL,
         config=cel.NewEnvConfigFromYaml(_CONFIG if runtime else _CONFIG + _index_config()),
         variables={name: types[kind] for name, kind in variables},
-        functions=[*_ordering_decls(), *_library(), *_list_type_decls(), *runtime_only],
+        functions=[
+            *_ordering_decls(),
+            *_library(),
+            *_list_type_decls(),
+            *_string_function_decls(),
+            *runtime_only,
+        ],
     )
 
 
@@ -925,6 +987,11 @@ def _strip_status(text: str) -> str:
     text = re.sub(r"^[A-Z_]+: ", "", text)
     # cel-go's wording, which the API server reports.
     text = re.sub(r'^Key not found in map : "(.*)"$', r"no such key: \1", text)
+    text = re.sub(r"^Index error: index=(-?[0-9]+) size=[0-9]+$", r"index out of bounds: \1", text)
+    text = "division by zero" if text == "divide by zero" else text
+    text = re.sub(
+        r"^cannot convert (\w+) to (\w+)$", r"type conversion error from '\1' to '\2'", text
+    )
     for internal, name in _INTERNAL_NAMES.items():
         text = text.replace(f"'{internal}'", f"'{name}'").replace(f"{internal}(", f"{name}(")
     for operator, (internal, _) in LIST_TYPE_FUNCTIONS.items():
@@ -944,7 +1011,15 @@ _TAKES_ANY_VALUE = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "
 
 def _post_check(source: str, ast: celast.CheckedAst) -> None:
     """What Kubernetes' environment rejects beyond cel-cpp's checker: mixed-type aggregate
-    literals (HomogeneousAggregateLiterals) and message construction (no message types)."""
+    literals (HomogeneousAggregateLiterals; anything inside a format() call is exempt, as the
+    strings extension asks) and message construction (only the protobuf well-known types)."""
+    exempt = {
+        inner.id
+        for node in celast.walk(ast.expr)
+        if node.kind == "call" and node.name == "format"
+        for inner in celast.walk(node)
+        if inner is not node
+    }
     for node in celast.walk(ast.expr):
         if node.kind == "call" and node.name in _TAKES_ANY_VALUE:
             operands = [*node.args, *([node.target] if node.target else [])]
@@ -956,10 +1031,12 @@ def _post_check(source: str, ast: celast.CheckedAst) -> None:
                     f"ERROR: {where}: optional values cannot be passed to '{shown}' here "
                     "(a limit of Modelplane's CEL engine; the API server accepts this)"
                 )
-        if node.kind == "struct":
+        if node.kind == "struct" and not node.name.startswith("google.protobuf."):
             where = _location(source, ast.positions.get(node.id, 0))
             raise CelCompileError(f"ERROR: {where}: undeclared reference to '{node.name}'")
         groups: list[list[celast.Expr]] = []
+        if node.id in exempt:
+            continue
         if node.kind == "list":
             groups = [list(node.args)]
         elif node.kind == "map":
@@ -977,6 +1054,139 @@ def _post_check(source: str, ast: celast.CheckedAst) -> None:
                     raise CelCompileError(
                         f"ERROR: {where}: expected type '{first}' but found '{found}'"
                     )
+
+
+# --- what cel-go rejects before a program runs -----------------------------------------------
+# The Kubernetes environment validates duration, timestamp and regex literals when it compiles
+# (cel.ValidateDurationLiterals, ValidateTimestampLiterals, ValidateRegexLiterals), and plans
+# programs with cel-go's optimizer, which evaluates a type conversion of a constant and
+# compiles the constant pattern of the regex library's find/findAll: an error there refuses
+# the rule too ("program instantiation failed").
+
+_GO_DURATION = re.compile(
+    r"^[-+]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$"
+)
+_RFC3339 = re.compile(
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(Z|[+-]([0-9]{2}):([0-9]{2}))$"
+)
+# Conversions whose constant form can fail (duration and timestamp literals are validated).
+_FOLDED_CHECKS = {"bool", "bytes", "double", "int", "string", "uint"}
+_CONVERSIONS = {"bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp",
+                "type", "uint"}  # fmt: skip
+
+
+def _valid_timestamp(text: str) -> bool:
+    """Go's time.Parse(time.RFC3339, text), within CEL's years 1 to 9999."""
+    match = _RFC3339.match(text)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(match[i]) for i in range(1, 7))
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    zone_ok = match[9] is None or (int(match[9]) < 24 and int(match[10]) < 60)
+    return year >= 1 and hour < 24 and minute < 60 and second < 60 and zone_ok
+
+
+@functools.lru_cache(maxsize=1024)
+def regex_error(pattern: str) -> str | None:
+    """Why RE2 (cel-cpp's, as Go's regexp) refuses ``pattern``, or None."""
+    probe = compile_expression("''.matches(p)", ("p",))
+    try:
+        probe.evaluate({"p": pattern})
+    except CelEvalError as err:
+        return str(err).removeprefix("invalid regular expression: ")
+    return None
+
+
+def _literal_text(node: celast.Expr) -> str | None:
+    """CEL source for a constant subtree (literals, and lists, maps and type conversions of
+    them: what cel-go's optimizer folds), or None when it is not constant."""
+    if node.kind == "const":
+        value = node.value
+        if node.name == "string":
+            return json.dumps(value, ensure_ascii=False)
+        if node.name == "bytes":
+            return "b" + json.dumps(value.decode("latin-1"), ensure_ascii=True).replace(
+                "\\u00", "\\x"
+            )
+        if node.name == "double":
+            return repr(value) if math.isfinite(value) else None
+        if node.name == "uint":
+            return f"{value}u"
+        return {"bool": "true" if value else "false", "null": "null"}.get(node.name, str(value))
+    if node.kind in ("list", "map"):
+        parts = [_literal_text(a) for a in node.args]
+        if any(part is None for part in parts):
+            return None
+        if node.kind == "list":
+            return "[" + ", ".join(str(p) for p in parts) + "]"
+        pairs = zip(parts[0::2], parts[1::2], strict=True)
+        return "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+    convertible = node.kind == "call" and node.target is None and len(node.args) == 1
+    if convertible and node.name in _CONVERSIONS:
+        inner = _literal_text(node.args[0])
+        return None if inner is None else f"{node.name}({inner})"
+    return None
+
+
+def _check_literals(source: str, ast: celast.CheckedAst) -> None:
+    for node in celast.walk(ast.expr):
+        if node.kind != "call":
+            continue
+        args = [*([node.target] if node.target is not None else []), *node.args]
+        literal = args[-1] if args and args[-1].kind == "const" else None
+        text = literal.value if literal is not None and literal.name == "string" else None
+        where = _location(source, ast.positions.get(literal.id if literal else node.id, 0))
+        if (
+            node.name == "duration"
+            and node.target is None
+            and len(args) == 1
+            and literal is not None
+            and (text is None or not _GO_DURATION.match(text))
+        ):  # a literal that is no duration string, an int included, does not convert
+            raise CelCompileError(f"ERROR: {where}: invalid duration argument")
+        one_text = text is not None and len(args) == 1 and node.target is None
+        if one_text and node.name == "timestamp" and not _valid_timestamp(str(text)):
+            raise CelCompileError(f"ERROR: {where}: invalid timestamp argument")
+        if (
+            text is not None
+            and len(args) == 2
+            and node.name == "matches"
+            and regex_error(text) is not None
+        ):
+            raise CelCompileError(f"ERROR: {where}: invalid matches argument")
+        pattern = node.args[0] if node.args else None
+        if (
+            node.name in ("find", "findAll")
+            and node.target is not None
+            and pattern is not None
+            and pattern.kind == "const"
+            and pattern.name == "string"
+            and (problem := regex_error(pattern.value)) is not None
+        ):
+            raise CelCompileError(f"program instantiation failed: error parsing regexp: {problem}")
+        folded = _literal_text(node) if node.name in _FOLDED_CHECKS else None
+        if folded is not None and (problem := _constant_error(folded)) is not None:
+            raise CelCompileError(f"program instantiation failed: {problem}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _constant_error(text: str) -> str | None:
+    """The error evaluating a constant expression, or None (also when it does not compile)."""
+    try:
+        expression = environment(()).compile(text)
+    except RuntimeError:
+        return None
+    try:
+        value = expression.eval(data={})
+        if value.type() == T.ERROR:
+            return _strip_status(str(value.value()))
+    except (RuntimeError, TypeError, ValueError) as err:
+        return _strip_status(str(err))
+    return None
 
 
 def _mask_literals(source: str) -> str:
@@ -1009,14 +1219,14 @@ def _mask_literals(source: str) -> str:
     return "".join(out)
 
 
-_INDEX_CALL = re.compile(r"(?<=\.)(\s*)(indexOf|lastIndexOf)(?=\s*\()")
-_INTERNAL_CALL = re.compile(r"(?<![\w])(mpIdxOf|mpLastIdxOf)(?=\s*\()")
+_INDEX_CALL = re.compile(r"(?<=\.)(\s*)(indexOf|lastIndexOf|charAt|substring)(?=\s*\()")
+_INTERNAL_CALL = re.compile(r"(?<![\w])(mpIdxOf|mpLastIdxOf|mpChAt|mpSubstrg)(?=\s*\()")
 
 
 def _rename_index_calls(source: str) -> str:
     """Member calls of indexOf/lastIndexOf renamed to the internal functions (same length);
     CelCompileError, as cel-go reports it, where the source itself calls an internal name."""
-    if "ndexOf" not in source and "IdxOf" not in source:
+    if not any(name in source for name in (*_RENAMED, *_INTERNAL_NAMES)):
         return source
     masked = _mask_literals(source)
     for match in _INTERNAL_CALL.finditer(masked):
@@ -1028,7 +1238,7 @@ def _rename_index_calls(source: str) -> str:
     renamed = list(source)
     for match in _INDEX_CALL.finditer(masked):
         start = match.start(2)
-        renamed[start : match.end(2)] = _INDEX_FUNCTIONS[match.group(2)]
+        renamed[start : match.end(2)] = _RENAMED[match.group(2)]
     return "".join(renamed)
 
 
@@ -1058,7 +1268,7 @@ def _public_calls(ast: celast.CheckedAst) -> celast.CheckedAst:
 
 
 # Functions the checker's environment declares but cannot run (see environment()).
-_RUNTIME_ONLY = {*_INTERNAL_NAMES, "cel.@mapInsert"}
+_RUNTIME_ONLY = {*_INDEX_FUNCTIONS.values(), "cel.@mapInsert"}
 
 
 @functools.lru_cache(maxsize=8192)
@@ -1086,9 +1296,10 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
     if any(n.kind == "call" and n.name in _RUNTIME_ONLY for n in celast.walk(ast.expr)):
         env = environment(variables, runtime=True)
         expression = env.deserialize(serialized)
-        ast = _public_calls(ast) if renamed != source else ast
+    ast = _public_calls(ast) if renamed != source else ast
     try:
         _post_check(source, ast)
+        _check_literals(source, ast)
     except CelCompileError as err:
         return err
     return Program(source, expression, ast, env).edited(_optional_results(ast))
@@ -1108,16 +1319,47 @@ def _optional_results(ast: celast.CheckedAst) -> dict[int, celast.CallEdit]:
 
 
 def compile_expression(
-    source: str, variables: Iterable[str] = ("self",), map_variables: Iterable[str] = ()
+    source: str,
+    variables: Iterable[str] = ("self",),
+    map_variables: Iterable[str] = (),
+    bindings: bool = False,
 ) -> Program:
-    """Parse and type-check once per (source, variables); CelCompileError with cel-go's text."""
+    """Parse and type-check once per (source, variables); CelCompileError with cel-go's text.
+
+    ``bindings``: allow ``cel.bind``, which the engine has (Modelplane uses it inside) but
+    Kubernetes does not give CEL rules or device selectors."""
     if not isinstance(source, str):
         raise CelCompileError(f"must be a string, not {type(source).__name__}")
     declared = tuple(sorted([(v, "dyn") for v in variables] + [(v, "map") for v in map_variables]))
     compiled = _compile(source, declared)
     if isinstance(compiled, CelCompileError):
         raise compiled
+    if not bindings:
+        _refuse_bindings(compiled)
     return compiled
+
+
+_BIND_CALL = re.compile(r"(?<![\w.])cel\s*\.\s*bind\s*\(")
+
+
+def _refuse_bindings(program: Program) -> None:
+    """cel-go's errors for ``cel.bind`` where the bindings extension is not loaded (the
+    Kubernetes environment): the macro's receiver and function are undeclared references."""
+    # The macro expands into a comprehension over no elements with this iteration variable
+    # (as optMap and optFlatMap do too: the call as written tells them apart).
+    if not any(
+        node.kind == "comprehension" and node.variables == ("#unused",)
+        for node in celast.walk(program.ast.expr)
+    ):
+        return
+    match = _BIND_CALL.search(_mask_literals(program.source))
+    if match is None:
+        return
+    offset = match.start()
+    raise CelCompileError(
+        f"ERROR: {_location(program.source, offset)}: undeclared reference to 'cel' "
+        "(in container '')"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
