@@ -80,3 +80,14 @@ def observe(body: JSON, status: JSON | None = None, name: str | None = None) -> 
 def ready_status(**extra: object) -> JSON:
     """A status with condition Ready=True, plus ``extra`` fields."""
     return {"conditions": [{"type": "Ready", "status": "True", "reason": "Available"}], **extra}
+
+
+def function_results(documents: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """The functions' own results among the reconciler's events ``render -r`` prints, each
+    message without its ``Pipeline step "<step>": `` prefix."""
+    prefix = 'Pipeline step "'
+    return [
+        {**d, "message": str(d["message"]).split('": ', 1)[1]}
+        for d in documents
+        if d.get("kind") == "Result" and str(d.get("message", "")).startswith(prefix)
+    ]

@@ -13,6 +13,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.render import render
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
+from modelplane_common.testing import function_results
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencecluster import (
     InferenceCluster,
@@ -543,17 +544,6 @@ def render_example(name: str, observed: str | None = None) -> tuple[dict, dict[s
         if d["kind"] != "Result"
     }
     return documents[0], composed, function_results(documents[1:])
-
-
-def function_results(documents: list[dict]) -> list[dict]:
-    """The functions' own results among the reconciler's events render prints with -r, each
-    message without its ``Pipeline step "<step>": `` prefix."""
-    prefix = 'Pipeline step "'
-    return [
-        {**d, "message": d["message"].split('": ', 1)[1]}
-        for d in documents
-        if d["kind"] == "Result" and d["message"].startswith(prefix)
-    ]
 
 
 def test_render_first_reconcile_with_auth_secret():

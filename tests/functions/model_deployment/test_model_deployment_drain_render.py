@@ -13,6 +13,7 @@ import yaml
 from compose_model_deployment.names import replica_name
 from modelplane import repo
 from modelplane.render import render
+from modelplane_common.testing import function_results
 
 DEMO = repo.root() / "examples" / "qwen-demo"
 NOW = "modelplane.ai/now"
@@ -80,17 +81,6 @@ def _render(tmp_path: Path, fleet: str, observed: list[dict], context: tuple[str
     }
     results = [d["message"] for d in function_results(documents)]
     return documents[0], composed, conditions, results
-
-
-def function_results(documents: list[dict]) -> list[dict]:
-    """The functions' own results among the reconciler's events render prints with -r, each
-    message without its ``Pipeline step "<step>": `` prefix."""
-    prefix = 'Pipeline step "'
-    return [
-        {**d, "message": d["message"].split('": ', 1)[1]}
-        for d in documents
-        if d["kind"] == "Result" and d["message"].startswith(prefix)
-    ]
 
 
 def _serving_demo() -> list[dict]:

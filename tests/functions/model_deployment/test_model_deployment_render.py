@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from modelplane import repo
 from modelplane.main import cli
 from modelplane.render import render
+from modelplane_common.testing import function_results
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelendpoint import ModelEndpoint
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
@@ -24,17 +25,6 @@ def _render(xr: str, observed: str | None = None) -> tuple[dict, dict[str, dict]
         if d["kind"] != "Result"
     }
     return composite, composed, function_results(documents)
-
-
-def function_results(documents: list[dict]) -> list[dict]:
-    """The functions' own results among the reconciler's events render prints with -r, each
-    message without its ``Pipeline step "<step>": `` prefix."""
-    prefix = 'Pipeline step "'
-    return [
-        {**d, "message": d["message"].split('": ', 1)[1]}
-        for d in documents
-        if d["kind"] == "Result" and d["message"].startswith(prefix)
-    ]
 
 
 def _conditions(composite: dict) -> dict[str, tuple]:
