@@ -10,6 +10,7 @@ isolated root. Each listens on its own 127.0.0.1 port; what ``up`` started is re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -216,7 +217,7 @@ def _start_crossplane(plane: Plane) -> None:
     # idempotent, as it is for every Crossplane pod start.
     for _attempt in range(5):
         init = subprocess.run(
-            [core, "core", "init"], env={**_base_env(), **env, **init_env},
+            [core, "core", "init"], env={**os.environ, **env, **init_env},
             capture_output=True, text=True, timeout=180, check=False,
         )  # fmt: skip
         with (plane.logs / "crossplane-init.log").open("a") as log:
@@ -256,12 +257,11 @@ def _provider_crds(name: str) -> list[dict[str, Any]]:
 
 def _start_providers(plane: Plane) -> None:
     client = plane.client()
-    for name in ("provider-kubernetes", "provider-helm"):
-        for crd in _provider_crds(name):
-            client.apply(crd)
-    for name in ("provider-kubernetes", "provider-helm"):
-        for crd in _provider_crds(name):
-            _wait_established(client, crd["metadata"]["name"])
+    crds = _provider_crds("provider-kubernetes") + _provider_crds("provider-helm")
+    for crd in crds:
+        client.apply(crd)
+    for crd in crds:
+        _wait_established(client, crd["metadata"]["name"])
     env = {"KUBECONFIG": str(plane.kubeconfig),
            "TLS_SERVER_CERTS_DIR": str(plane.run / "webhook-tls")}  # fmt: skip
     health = plane.ports["provider-kubernetes-health"]
@@ -338,10 +338,7 @@ def down(run: Path = RUN) -> list[str]:
 # helpers
 
 
-def _base_env() -> dict[str, str]:
-    return dict(os.environ)
-
-
+@functools.cache
 def _module_dir(component: str) -> Path:
     """The upstream module's source in Go's module cache (for CRDs shipped beside the code)."""
     spec = BY_NAME[component]
