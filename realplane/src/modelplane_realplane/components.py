@@ -93,6 +93,15 @@ COMPONENTS: tuple[Component, ...] = (
         "github.com/crossplane-contrib/provider-helm/cmd/provider",
         _EPHEMERAL_METRICS,
     ),
+    # The workload cluster's stand-in kubelets, and the controller of multi-node gangs.
+    Component("kwok", "kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # stamped upstream
+    Component(
+        "lws",
+        "lws",
+        "sigs.k8s.io/lws",
+        "sigs.k8s.io/lws/cmd",
+        ("sigs.k8s.io/lws/pkg/version.GitVersion={version}",),
+    ),
 )
 
 BY_NAME = {component.name: component for component in COMPONENTS}

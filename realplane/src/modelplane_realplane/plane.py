@@ -9,92 +9,46 @@ isolated root. Each listens on its own 127.0.0.1 port; what ``up`` started is re
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
+from compose_inference_gateway import resources as inference_gateway
+from compose_serving_stack import resources as serving_stack
 
-from modelplane_realplane import images, pki, processes
+from modelplane_realplane import charts, images, pki, processes, workload
 from modelplane_realplane.build import binary
-from modelplane_realplane.components import BY_NAME
-from modelplane_realplane.kubeapi import Client, is_true, wait
+from modelplane_realplane.clusters import (
+    Plane,
+    http_ok,
+    module_dir,
+    start_kubernetes,
+    wait_established,
+)
 from modelplane_realplane.paths import RUN
 
 NAMESPACE = "crossplane-system"
-
-
-@dataclasses.dataclass
-class Plane:
-    """What one ``up`` started: where it listens, how to authenticate, which pids to stop."""
-
-    run: Path
-    token: str
-    ports: dict[str, int]
-    pids: dict[str, int] = dataclasses.field(default_factory=dict)
-    functions: dict[str, int] = dataclasses.field(default_factory=dict)  # function -> port
-
-    @property
-    def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
-
-    @property
-    def registry(self) -> str:
-        return f"127.0.0.1:{self.ports['registry']}"
-
-    @property
-    def pki(self) -> Path:
-        return self.run / "pki"
-
-    @property
-    def logs(self) -> Path:
-        return self.run / "logs"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.run / "kubeconfig"
-
-    def client(self) -> Client:
-        return Client(self.server, self.token, self.pki / "ca.crt")
-
-    def save(self) -> None:
-        (self.run / "state.json").write_text(json.dumps(dataclasses.asdict(self), default=str))
-
-    @classmethod
-    def load(cls, run: Path = RUN) -> Plane | None:
-        state = run / "state.json"
-        if not state.is_file():
-            return None
-        data = json.loads(state.read_text())
-        data["run"] = Path(data["run"])
-        return cls(**data)
-
-    def start(self, name: str, command: list[str], env: dict[str, str] | None = None) -> int:
-        pid = processes.start(name, command, self.logs, env)
-        self.pids[name] = pid
-        self.save()
-        return pid
-
-    def ready(self, name: str, check: Any, timeout: float = 90) -> None:
-        processes.wait_ready(name, self.pids[name], self.logs / f"{name}.log", check, timeout)
+# The gateway controllers Modelplane's GatewayClasses name (Traefik on the control plane,
+# Envoy Gateway on workload clusters); the stand-ins answer for them (design/realplane.md).
+GATEWAY_CONTROLLERS = (inference_gateway.GATEWAY_CONTROLLER, serving_stack.ENVOY_CONTROLLER)
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 # -------------------------------------------------------------------------------------------
 # up
 
 
-def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = False) -> Plane:
+def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = False,
+       with_workload: bool = True) -> Plane:  # fmt: skip
     """Start a fresh plane in ``run``; on any failure stop what was started and re-raise.
     ``kubernetes_only``: etcd, kube-apiserver and kube-controller-manager alone (an API
-    server to judge admission against, up in seconds)."""
+    server to judge admission against, up in seconds). ``with_workload``: the workload
+    cluster (workload.py) and the stand-ins for what its charts' controllers would do."""
     existing = Plane.load(run)
     if existing is not None and any(processes.alive(pid) for pid in existing.pids.values()):
         raise processes.ComponentError(
@@ -110,15 +64,19 @@ def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = Fal
     _make_pki(plane)
     plane.save()
     try:
-        _start_kubernetes(plane)
+        start_kubernetes(plane)
         if kubernetes_only:
             return plane
         _start_crossplane(plane)
+        _start_chart_host(plane)
         _start_providers(plane)
         _start_registry(plane)
         if with_functions:
             _start_functions(plane)
             _start_runtime(plane)
+        if with_workload:
+            workload.start(plane)
+            _start_standins(plane)
     except BaseException:
         down(run)
         raise
@@ -144,69 +102,11 @@ def _make_pki(plane: Plane) -> None:
     shutil.copy(directory / "serving.key", webhook / "tls.key")
 
 
-def _write_kubeconfig(plane: Plane) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "realplane", "cluster": {
-            "server": plane.server, "certificate-authority": str(plane.pki / "ca.crt")}}],
-        "users": [{"name": "admin", "user": {"token": plane.token}}],
-        "contexts": [{"name": "realplane", "context": {"cluster": "realplane", "user": "admin"}}],
-        "current-context": "realplane",
-    }  # fmt: skip
-    plane.kubeconfig.write_text(yaml.safe_dump(config))
-
-
-def _start_kubernetes(plane: Plane) -> None:
-    ports, pki_dir = plane.ports, plane.pki
-    etcd = f"http://127.0.0.1:{ports['etcd']}"
-    peer = f"http://127.0.0.1:{ports['etcd-peer']}"
-    plane.start("etcd", [
-        str(binary("etcd")), "--name=realplane", f"--data-dir={plane.run / 'etcd'}",
-        f"--listen-client-urls={etcd}", f"--advertise-client-urls={etcd}",
-        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=realplane={peer}", "--unsafe-no-fsync", "--log-level=warn",
-    ])  # fmt: skip
-    plane.ready("etcd", lambda: _http_ok(f"{etcd}/health"), timeout=60)
-
-    port = ports["kube-apiserver"]
-    plane.start("kube-apiserver", [
-        str(binary("kube-apiserver")), f"--etcd-servers={etcd}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
-        f"--cert-dir={plane.run / 'apiserver-certs'}",
-        f"--tls-cert-file={pki_dir / 'serving.crt'}",
-        f"--tls-private-key-file={pki_dir / 'serving.key'}",
-        f"--client-ca-file={pki_dir / 'ca.crt'}", f"--token-auth-file={pki_dir / 'tokens.csv'}",
-        "--authorization-mode=RBAC", "--allow-privileged=true",
-        "--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
-        f"--service-account-issuer=https://127.0.0.1:{port}",
-        f"--service-account-key-file={pki_dir / 'sa.pub'}",
-        f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
-        "--enable-priority-and-fairness=false", "--v=1",
-    ])  # fmt: skip
-    client = plane.client()
-    plane.ready("kube-apiserver", client.ready, timeout=120)
-    _write_kubeconfig(plane)
-
-    plane.start("kube-controller-manager", [
-        str(binary("kube-controller-manager")), f"--kubeconfig={plane.kubeconfig}",
-        f"--authentication-kubeconfig={plane.kubeconfig}",
-        f"--authorization-kubeconfig={plane.kubeconfig}",
-        "--leader-elect=false", "--bind-address=127.0.0.1",
-        f"--secure-port={ports['kube-controller-manager']}",
-        f"--service-account-private-key-file={pki_dir / 'sa.key'}",
-        f"--root-ca-file={pki_dir / 'ca.crt'}", "--use-service-account-credentials=false",
-        "--v=1",
-    ])  # fmt: skip
-    plane.ready("kube-controller-manager",
-                lambda: processes.port_open(ports["kube-controller-manager"]))  # fmt: skip
-
-
 def _start_crossplane(plane: Plane) -> None:
     client = plane.client()
     client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     core = str(binary("crossplane-core"))
-    crds = _module_dir("crossplane-core") / "cluster" / "crds"
+    crds = module_dir("crossplane-core") / "cluster" / "crds"
     env = {"KUBECONFIG": str(plane.kubeconfig), "POD_NAMESPACE": NAMESPACE}
     # Through the environment: kong spells some of these flags oddly (--cr-ds-path).
     init_env = {"CRDS_PATH": str(crds), "ENABLE_WEBHOOKS": "false",
@@ -241,14 +141,14 @@ def _start_crossplane(plane: Plane) -> None:
         f"--metrics-port={plane.ports['crossplane-metrics']}", f"--health-probe-port={health}",
         "--poll-interval=15s",
     ], env)  # fmt: skip
-    plane.ready("crossplane", lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), timeout=120)
+    plane.ready("crossplane", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), timeout=120)
 
 
 def _provider_crds(name: str) -> list[dict[str, Any]]:
     """A built provider's CRDs, conversion webhooks turned off: out of cluster there is no
     Service to convert through, and Modelplane composes only one version of each kind."""
     crds = []
-    for path in sorted((_module_dir(name) / "package" / "crds").glob("*.yaml")):
+    for path in sorted((module_dir(name) / "package" / "crds").glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         crd["spec"]["conversion"] = {"strategy": "None"}
         crds.append(crd)
@@ -261,20 +161,71 @@ def _start_providers(plane: Plane) -> None:
     for crd in crds:
         client.apply(crd)
     for crd in crds:
-        _wait_established(client, crd["metadata"]["name"])
+        wait_established(client, crd["metadata"]["name"])
     env = {"KUBECONFIG": str(plane.kubeconfig),
-           "TLS_SERVER_CERTS_DIR": str(plane.run / "webhook-tls")}  # fmt: skip
+           "TLS_SERVER_CERTS_DIR": str(plane.run / "webhook-tls"),
+           # rest.InClusterConfig, for ProviderConfigs of source InjectedIdentity
+           "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+           "KUBERNETES_SERVICE_PORT": str(plane.ports["kube-apiserver"]),
+           # the chart host's certificate, as if the public repositories had signed it
+           "SSL_CERT_FILE": str(plane.pki / "ca.crt")}  # fmt: skip
     health = plane.ports["provider-kubernetes-health"]
-    plane.start("provider-kubernetes", [
+    plane.start("provider-kubernetes", _as_pod(plane, [
         str(binary("provider-kubernetes")), f"--health-probe-bind-addr=127.0.0.1:{health}",
-    ], env)  # fmt: skip
-    plane.ready("provider-kubernetes", lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"))
+    ]), env)  # fmt: skip
+    plane.ready("provider-kubernetes", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"))
     # provider-helm serves no probe; with --debug it logs each kind its controllers' gate has
     # found served, the namespaced Release among them once it is connected and watching.
-    plane.start("provider-helm", [str(binary("provider-helm")), "--debug"], env)
+    plane.start("provider-helm", _as_pod(plane, [str(binary("provider-helm")), "--debug"]), env)
     log = plane.logs / "provider-helm.log"
     plane.ready("provider-helm", lambda: "helm.m.crossplane.io/v1beta1, Kind=Release"
                 in log.read_text(errors="replace"))  # fmt: skip
+
+
+def _as_pod(plane: Plane, command: list[str]) -> list[str]:
+    """``command`` in a private mount namespace that looks, to it, like a provider's pod: a
+    service-account token where rest.InClusterConfig reads it, a /tmp of its own, and a
+    resolv.conf naming the wildcard DNS server, so the public chart repositories' hosts reach
+    the local chart host (charts.py)."""
+    identity = plane.run / "serviceaccount"
+    identity.mkdir(exist_ok=True)
+    (identity / "token").write_text(plane.token)
+    shutil.copy(plane.pki / "ca.crt", identity / "ca.crt")
+    (identity / "namespace").write_text(NAMESPACE)
+    resolv = plane.run / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\n")
+    tmp = plane.run / "provider-tmp"
+    tmp.mkdir(exist_ok=True)
+    # An empty mount point on the host; only the namespace sees the token mounted on it.
+    SERVICE_ACCOUNT_DIR.mkdir(parents=True, exist_ok=True)
+    script = (f'mount --bind "{resolv}" /etc/resolv.conf && mount --bind "{tmp}" /tmp && '
+              f'mount --bind "{identity}" "{SERVICE_ACCOUNT_DIR}" && exec "$@"')  # fmt: skip
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "pod", *command]
+
+
+def _start_chart_host(plane: Plane) -> None:
+    """The public chart repositories, served from this machine (charts.py)."""
+    pinned = charts.pinned_charts()
+    charts.issue_chart_host_cert(plane.pki, charts.hosts(pinned))
+    plane.start("chart-host", [sys.executable, "-m", "modelplane_realplane.charts",
+                               "--run-dir", str(plane.run), "--port", "443"])  # fmt: skip
+    plane.ready("chart-host", lambda: processes.port_open(443), timeout=30)
+    plane.start("wildcard-dns", [sys.executable, "-m", "modelplane_realplane.wildcarddns"])
+    log = plane.logs / "wildcard-dns.log"
+    plane.ready("wildcard-dns", lambda: "answering" in log.read_text(), timeout=30)
+
+
+def _start_standins(plane: Plane) -> None:
+    """What the workload cluster's storage and both clusters' gateway controllers would do
+    (fleet.py): volumes for claims, addresses and conditions for Gateways and routes."""
+    plane.start("standins", [
+        sys.executable, "-m", "modelplane_realplane.fleet",
+        "--kubeconfig", str(plane.kubeconfig),
+        "--kubeconfig", str(plane.kubeconfig_of(workload.WORKLOAD)),
+        *(f"--gateway-controller={name}" for name in GATEWAY_CONTROLLERS),
+    ])  # fmt: skip
+    log = plane.logs / "standins.log"
+    plane.ready("standins", lambda: log.is_file() and log.stat().st_size > 0, timeout=30)
 
 
 def _start_registry(plane: Plane) -> None:
@@ -293,7 +244,7 @@ def _start_registry(plane: Plane) -> None:
     path = plane.run / "registry.yaml"
     path.write_text(yaml.safe_dump(config))
     plane.start("registry", [registry, "serve", str(path)])
-    plane.ready("registry", lambda: _http_ok(f"http://{plane.registry}/v2/"))
+    plane.ready("registry", lambda: http_ok(f"http://{plane.registry}/v2/"))
 
 
 def _start_functions(plane: Plane) -> None:
@@ -332,35 +283,3 @@ def down(run: Path = RUN) -> list[str]:
     plane.pids = {name: plane.pids[name] for name in left}
     plane.save()
     return left
-
-
-# -------------------------------------------------------------------------------------------
-# helpers
-
-
-@functools.cache
-def _module_dir(component: str) -> Path:
-    """The upstream module's source in Go's module cache (for CRDs shipped beside the code)."""
-    spec = BY_NAME[component]
-    done = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", spec.upstream],
-        cwd=spec.go_mod.parent, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return Path(done.stdout.strip())
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
-
-
-def _wait_established(client: Client, crd: str, timeout: float = 60) -> None:
-    wait(
-        f"CRD {crd} Established",
-        lambda: is_true(client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd),
-                        "Established"),
-        timeout,
-    )  # fmt: skip

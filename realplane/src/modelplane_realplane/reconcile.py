@@ -1,0 +1,224 @@
+"""The examples, reconciled for real: applied with kubectl, judged on both clusters.
+
+For one example directory: the workload cluster gets the nodes the example's InferenceClusters
+describe (fleet.py: kwok nodes, ResourceSlices, the storage class); the directory is applied
+with the real ``kubectl apply`` exactly as its README tells a user to, the placeholder
+kubeconfig Secret swapped for the workload cluster's real one; then ``problems`` is polled
+until nothing is left to say. Nothing is patched by hand. See design/realplane.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modelplane_realplane import fleet, workload
+from modelplane_realplane.build import binary
+from modelplane_realplane.clusters import Plane
+from modelplane_realplane.kubeapi import ApiError, Client, condition, is_true
+
+EXAMPLES = ("quickstart", "multi-node", "disaggregated", "canary")
+OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/v1alpha2")
+RELEASE_API = "helm.m.crossplane.io/v1beta1"
+
+
+@dataclasses.dataclass
+class Outcome:
+    example: str
+    ready: bool
+    seconds: float
+    problems: list[str]
+
+
+# -------------------------------------------------------------------------------------------
+# applying
+
+
+def prepared_copy(plane: Plane, example: Path, into: Path) -> Path:
+    """``example`` copied to ``into``, each placeholder kubeconfig Secret overwritten with the
+    workload cluster's real kubeconfig, as the examples' READMEs tell a user to."""
+    target = into / example.name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(example, target)
+    for path in sorted(target.rglob("*.y*ml")):
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        secrets = [d for d in documents if d.get("kind") == "Secret"
+                   and "kubeconfig" in (d.get("stringData") or {})]  # fmt: skip
+        if not secrets:
+            continue
+        real = [
+            workload.kubeconfig_secret(plane, d["metadata"]["name"], d["metadata"]["namespace"])
+            if d in secrets else d
+            for d in documents
+        ]  # fmt: skip
+        path.write_text(yaml.safe_dump_all(real, sort_keys=False))
+    return target
+
+
+def kubectl(plane: Plane, *args: str, cluster: str = "", check: bool = True) -> str:
+    done = subprocess.run(
+        [str(binary("kubectl")), f"--kubeconfig={plane.kubeconfig_of(cluster)}", *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def install_fleet(plane: Plane, example: Path) -> dict[str, list[dict[str, Any]]]:
+    """The nodes and devices the example's adopted clusters already have."""
+    client = plane.client(workload.WORKLOAD)
+    fleets = fleet.fleet_for_example(example)
+    for objects in fleets.values():
+        for obj in objects:
+            status = obj.get("status")
+            client.apply({k: v for k, v in obj.items() if k != "status"})
+            if status and obj["kind"] == "Node":
+                client.patch_status("v1", "Node", obj["metadata"]["name"], status)
+    return fleets
+
+
+def apply(plane: Plane, example: Path, work: Path) -> None:
+    kubectl(plane, "apply", "-f", str(prepared_copy(plane, example, work)))
+
+
+# -------------------------------------------------------------------------------------------
+# judging
+
+
+def _xr_kinds(client: Client) -> list[tuple[str, str]]:
+    """(apiVersion, kind) of every Modelplane composite resource the plane serves."""
+    kinds = []
+    for xrd in client.list("apiextensions.crossplane.io/v2", "CompositeResourceDefinition"):
+        spec = xrd["spec"]
+        served = [v["name"] for v in spec["versions"] if v.get("referenceable")]
+        kinds.append((f"{spec['group']}/{served[0]}", spec["names"]["kind"]))
+    return kinds
+
+
+def _say(obj: dict[str, Any], *types: str) -> list[str]:
+    metadata = obj["metadata"]
+    where = f"{obj['kind']} {metadata.get('namespace', '-')}/{metadata['name']}"
+    said = []
+    for kind in types:
+        found = condition(obj, kind)
+        if found is None or found.get("status") != "True":
+            detail = "no condition" if found is None else (
+                f"{found.get('reason')}: {found.get('message', '')}".strip())  # fmt: skip
+            said.append(f"{where}: {kind} is not True ({detail[:300]})")
+    return said
+
+
+def control_plane_problems(client: Client) -> list[str]:
+    problems = []
+    for api_version, kind in _xr_kinds(client):
+        for xr in client.list(api_version, kind):
+            problems += _say(xr, "Ready", "Synced")
+    for api_version in OBJECT_APIS:
+        try:
+            objects = client.list(api_version, "Object")
+        except (ApiError, KeyError):
+            continue
+        for obj in objects:
+            problems += _say(obj, "Synced", "Ready")
+    for release in client.list(RELEASE_API, "Release"):
+        problems += _say(release, "Synced", "Ready")
+    return problems
+
+
+def _remote_manifests(client: Client) -> list[dict[str, Any]]:
+    manifests = []
+    for api_version in OBJECT_APIS:
+        try:
+            objects = client.list(api_version, "Object")
+        except (ApiError, KeyError):
+            continue
+        manifests += [o["spec"]["forProvider"]["manifest"] for o in objects]
+    return manifests
+
+
+def workload_problems(control: Client, remote: Client) -> list[str]:
+    """Every Deployment and LeaderWorkerSet Modelplane composed is up, its pods Running on
+    nodes of the pool they ask for, their ResourceClaims allocated."""
+    problems = []
+    for manifest in _remote_manifests(control):
+        kind, metadata = manifest.get("kind"), manifest.get("metadata") or {}
+        where = f"{kind} {metadata.get('namespace')}/{metadata.get('name')} (workload cluster)"
+        if kind in ("Deployment", "LeaderWorkerSet"):
+            found = _get(remote, manifest)
+            if found is None:
+                problems.append(f"{where}: missing")
+            elif not is_true(found, "Available"):
+                problems.append(f"{where}: not Available ({_status_line(found)})")
+    nodes = {n["metadata"]["name"]: n for n in remote.list("v1", "Node")}
+    for pod in remote.list("v1", "Pod"):
+        problems += _pod_problems(pod, nodes)
+    for claim in remote.list("resource.k8s.io/v1", "ResourceClaim"):
+        if not ((claim.get("status") or {}).get("allocation")):
+            metadata = claim["metadata"]
+            problems.append(f"ResourceClaim {metadata['namespace']}/{metadata['name']}: "
+                            "not allocated")  # fmt: skip
+    return problems
+
+
+def _pod_problems(pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> list[str]:
+    metadata, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+    where = f"Pod {metadata['namespace']}/{metadata['name']} (workload cluster)"
+    if status.get("phase") == "Succeeded":
+        return []
+    if status.get("phase") != "Running" or not is_true(pod, "Ready"):
+        reason = "; ".join(f"{c.get('type')}={c.get('status')} {c.get('message', '')}"
+                           for c in status.get("conditions") or [])  # fmt: skip
+        return [f"{where}: {status.get('phase')} ({reason[:300]})"]
+    node = nodes.get(spec.get("nodeName", ""))
+    wanted = spec.get("nodeSelector") or {}
+    labels = (node or {}).get("metadata", {}).get("labels") or {}
+    wrong = {k: v for k, v in wanted.items() if labels.get(k) != v}
+    return [f"{where}: on node {spec.get('nodeName')} lacking {wrong}"] if wrong else []
+
+
+def _get(client: Client, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    metadata = manifest["metadata"]
+    try:
+        found: dict[str, Any] = client.get(manifest["apiVersion"], manifest["kind"],
+                                           metadata["name"], metadata.get("namespace"))  # fmt: skip
+    except (ApiError, KeyError):
+        return None
+    return found
+
+
+def _status_line(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    conditions = ", ".join(f"{c.get('type')}={c.get('status')}"
+                           for c in status.get("conditions") or [])  # fmt: skip
+    replicas = {k: v for k, v in status.items() if "eplicas" in k}
+    return f"{replicas} {conditions}"
+
+
+def problems(plane: Plane) -> list[str]:
+    control, remote = plane.client(), plane.client(workload.WORKLOAD)
+    return control_plane_problems(control) + workload_problems(control, remote)
+
+
+def converge(plane: Plane, example: Path, work: Path, timeout: float = 600) -> Outcome:
+    """Apply ``example`` and wait until nothing is wrong on either cluster."""
+    install_fleet(plane, example)
+    started = time.monotonic()
+    apply(plane, example, work)
+    left: list[str] = ["not observed yet"]
+    while time.monotonic() - started < timeout:
+        try:
+            left = problems(plane)
+        except (ApiError, OSError) as error:
+            left = [f"cannot observe: {error}"]
+        if not left:
+            break
+        time.sleep(2)
+    return Outcome(example.name, not left, round(time.monotonic() - started, 1), left)
