@@ -28,6 +28,10 @@ from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
+# Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
+# composed resource changes: a resource read through requirements (a ModelService's endpoints,
+# a deployment's clusters) is not watched. While anything is still settling, look again soon.
+SETTLING_TTL = timedelta(seconds=10)
 # Pipeline context key carrying "now" (RFC 3339) for functions that judge elapsed time.
 # `modelplane simulate` sets it from its simulated clock and `modelplane render` takes it from
 # --context-values, so their output is deterministic; a real control plane leaves it unset and
@@ -217,6 +221,22 @@ def _readiness_known(request: Request, outcome: Outcome) -> None:
         outcome.condition(observed.READINESS_KNOWN, known, reason, message)
 
 
+def _settled(request: Request, outcome: Outcome) -> bool:
+    """Nothing the XR reports or composes is still on its way: no condition other than True,
+    no composed resource not yet created, unready, or observed with Ready not True."""
+    if outcome.composite_ready is False or any(c.status is not True for c in outcome.conditions):
+        return False
+    for key, item in outcome.resources.items():
+        seen = request.observed.get(key)
+        if item.ready is False or seen is None:
+            return False
+        ready = next((c for c in (seen.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Ready"), None)  # fmt: skip
+        if item.ready is None and ready is not None and ready.get("status") != "True":
+            return False
+    return True
+
+
 def _require(rsp: fnv1.RunFunctionResponse, key: str, selector: Selector) -> None:
     target = rsp.requirements.resources[key]
     target.api_version = selector.api_version
@@ -264,7 +284,8 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
             fields = {"outcome": "error", "error": type(err).__name__}
         else:
             _readiness_known(request, outcome)
-            rsp.meta.ttl.FromTimedelta(outcome.ttl)
+            ttl = outcome.ttl if _settled(request, outcome) else min(outcome.ttl, SETTLING_TTL)
+            rsp.meta.ttl.FromTimedelta(ttl)
             _write(rsp, outcome)
             _log_decisions(log, outcome)
             fields = {"outcome": "ok", "composed": len(outcome.resources)}

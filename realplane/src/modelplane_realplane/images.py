@@ -25,10 +25,25 @@ def tarball(name: str, arch: str = "amd64") -> Path:
     return OUTPUT / "functions" / f"{name}-{arch}.tar"
 
 
+def _newest_source(name: str) -> float:
+    """When the newest file an image of function ``name`` is built from last changed."""
+    roots = [REPOSITORY / "functions" / name, REPOSITORY / "common", REPOSITORY / "schemas",
+             REPOSITORY / "uv.lock"]  # fmt: skip
+    newest = 0.0
+    for root in roots:
+        files = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" not in path.parts:
+                newest = max(newest, path.stat().st_mtime)
+    return newest
+
+
 def ensure_amd64(rebuild: bool = False) -> dict[str, Path]:
-    """Every function's amd64 image, built by ``modelplane package`` where missing."""
+    """Every function's amd64 image, built by ``modelplane package`` where missing or older
+    than its sources (the real plane must judge the code in the tree)."""
     names = package.functions()
-    missing = [name for name in names if rebuild or not tarball(name).is_file()]
+    missing = [name for name in names if rebuild or not tarball(name).is_file()
+               or tarball(name).stat().st_mtime < _newest_source(name)]  # fmt: skip
     if missing:
         package.build(OUTPUT, ["amd64"], missing)
     return {name: tarball(name) for name in names}

@@ -137,7 +137,11 @@ class Client:
         return self.request("GET", self.path(api_version, kind, namespace, name))
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[Any]:
-        return self.request("GET", self.path(api_version, kind, namespace))["items"]
+        """Objects of ``kind`` in ``namespace``; with none given, in every namespace."""
+        path = self.path(api_version, kind, namespace or "-")
+        if namespace is None:
+            path = path.replace("/namespaces/-/", "/")
+        return self.request("GET", path)["items"]
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         try:

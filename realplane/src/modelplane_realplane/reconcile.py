@@ -86,7 +86,12 @@ def install_fleet(plane: Plane, example: Path) -> dict[str, list[dict[str, Any]]
 
 
 def apply(plane: Plane, example: Path, work: Path) -> None:
-    kubectl(plane, "apply", "-f", str(prepared_copy(plane, example, work)))
+    """As the example's README says: its namespaces first (kubectl applies a directory in
+    file-name order), then the whole directory."""
+    copy = prepared_copy(plane, example, work)
+    if (copy / "namespaces.yaml").is_file():
+        kubectl(plane, "apply", "-f", str(copy / "namespaces.yaml"))
+    kubectl(plane, "apply", "-f", str(copy))
 
 
 # -------------------------------------------------------------------------------------------
@@ -213,12 +218,109 @@ def converge(plane: Plane, example: Path, work: Path, timeout: float = 600) -> O
     started = time.monotonic()
     apply(plane, example, work)
     left: list[str] = ["not observed yet"]
+    clean = 0  # consecutive polls that found nothing wrong: two make convergence
     while time.monotonic() - started < timeout:
         try:
             left = problems(plane)
         except (ApiError, OSError) as error:
             left = [f"cannot observe: {error}"]
-        if not left:
+        clean = 0 if left else clean + 1
+        if clean == 2:
             break
         time.sleep(2)
     return Outcome(example.name, not left, round(time.monotonic() - started, 1), left)
+
+
+# -------------------------------------------------------------------------------------------
+# deleting
+
+# What an ML team deletes first, then what a platform team deletes (Usages protect the rest).
+DELETION_ORDER = (
+    ("ModelDeployment",),
+    ("ModelService", "ModelEndpoint", "ModelCache"),
+    ("InferenceCluster", "InferenceGateway", "InferenceClass"),
+)
+# Remote kinds a composed object may leave behind; Helm keeps a chart's CRDs by design.
+REMOTE_KINDS = (
+    ("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("v1", "Service"), ("v1", "PersistentVolumeClaim"), ("batch/v1", "Job"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"), ("v1", "Pod"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"), ("gateway.networking.k8s.io/v1", "Gateway"),
+)  # fmt: skip
+
+
+def inventory(client: Client, kinds: tuple[tuple[str, str], ...] = REMOTE_KINDS) -> set[str]:
+    """``Kind namespace/name`` of every object of ``kinds`` (the built-in ``kubernetes``
+    Service aside)."""
+    found = set()
+    for api_version, kind in kinds:
+        try:
+            items = client.list(api_version, kind)
+        except (ApiError, KeyError):
+            continue
+        for item in items:
+            metadata = item["metadata"]
+            if kind == "Service" and metadata["name"] == "kubernetes":
+                continue
+            found.add(f"{kind} {metadata.get('namespace', '-')}/{metadata['name']}")
+    return found
+
+
+def _mine(manifests: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [m for m in manifests if m.get("kind") in kinds
+            and str(m.get("apiVersion", "")).startswith("modelplane.ai/")]  # fmt: skip
+
+
+def delete(plane: Plane, example: Path, timeout: float = 300) -> tuple[bool, float, list[str]]:
+    """Delete what ``example`` applied in ``DELETION_ORDER``, each step waiting until its
+    objects are gone; (clean, seconds, what is left on either cluster)."""
+    control = plane.client()
+    manifests = fleet.read_manifests(example)
+    started = time.monotonic()
+    left: list[str] = []
+    for kinds in DELETION_ORDER:
+        targets = _mine(manifests, kinds)
+        for obj in targets:
+            metadata = obj["metadata"]
+            control.delete(obj["apiVersion"], obj["kind"], metadata["name"],
+                           metadata.get("namespace"))  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = [f"{o['kind']} {o['metadata']['name']}" for o in targets if _get(control, o)]
+            if not left:
+                break
+            time.sleep(2)
+        if left:
+            return False, round(time.monotonic() - started, 1), left
+    # The garbage collector and the providers finish after the XRs are gone.
+    remote = plane.client(workload.WORKLOAD)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = control_plane_leftovers(control) + sorted(inventory(remote))
+        if not left or time.monotonic() > deadline:
+            return not left, round(time.monotonic() - started, 1), left
+        time.sleep(2)
+
+
+def control_plane_leftovers(client: Client) -> list[str]:
+    left = []
+    for api_version, kind in _xr_kinds(client):
+        left += [f"{kind} {x['metadata']['name']}" for x in client.list(api_version, kind)]
+    for api_version in (*OBJECT_APIS, RELEASE_API):
+        for kind in ("Object", "Release"):
+            try:
+                items = client.list(api_version, kind)
+            except (ApiError, KeyError):
+                continue
+            left += [f"{kind} {i['metadata'].get('namespace')}/{i['metadata']['name']}"
+                     for i in items]  # fmt: skip
+    return left
+
+
+def remove_fleet(plane: Plane, fleets: dict[str, list[dict[str, Any]]]) -> None:
+    client = plane.client(workload.WORKLOAD)
+    for objects in fleets.values():
+        for obj in reversed(objects):
+            metadata = obj["metadata"]
+            client.delete(obj["apiVersion"], obj["kind"], metadata["name"],
+                          metadata.get("namespace"))  # fmt: skip

@@ -54,6 +54,8 @@ def start(plane: planes.Plane) -> None:
         str(binary("kwok")), f"--kubeconfig={kubeconfig}",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         f"--server-address=127.0.0.1:{plane.ports[kwok]}", "--node-ip=127.0.0.1",
+        # kubelet's lease; without it the node lifecycle controller marks the nodes NotReady
+        "--node-lease-duration-seconds=40",
         *(f"--config={path}" for path in configs),
     ])  # fmt: skip
     plane.ready(kwok, lambda: processes.port_open(plane.ports[kwok]), timeout=60)

@@ -23,7 +23,10 @@ COMPLETION_MARKER = f"{HYDRATION_MOUNT}/.modelplane-hydrated"
 TOKEN_ENV = "HF_TOKEN"
 DEFAULT_TOKEN_KEY = "HF_TOKEN"
 PVC_BOUND_QUERY = 'object.status.phase == "Bound"'
+# A Job has no conditions until it finishes; without has() the query fails instead of saying
+# "not yet" (provider-kubernetes reports "no such key: conditions").
 JOB_COMPLETE_QUERY = (
+    "has(object.status.conditions) && "
     'object.status.conditions.exists(c, c.type == "Complete" && c.status == "True")'
 )
 # Everything except Delete: dropping the Job Object orphans the remote Job, whose own TTL
