@@ -7,6 +7,9 @@ import hashlib
 MAX_NAME_LENGTH = 63
 _HASH_LENGTH = 5
 
+# The InferenceCluster a replica (and each Object it composes there) is pinned to.
+CLUSTER_LABEL = "modelplane.ai/cluster"
+
 
 def child_name(*parts: str) -> str:
     """Join parts with '-', cut to 57 characters and always append a 5-hex hash of the whole.

@@ -9,6 +9,7 @@ isolated root. Each listens on its own 127.0.0.1 port; what ``up`` started is re
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -58,7 +59,8 @@ def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = Fal
         shutil.rmtree(run)
     (run / "pki").mkdir(parents=True)
     names = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager",
-             "crossplane-metrics", "crossplane-health", "provider-kubernetes-health",
+             "crossplane-metrics", "crossplane-health", "crossplane-webhook",
+             "provider-kubernetes-health",
              "registry")  # fmt: skip
     plane = Plane(run=run, token="", ports={name: processes.free_port() for name in names})
     _make_pki(plane)
@@ -135,13 +137,32 @@ def _start_crossplane(plane: Plane) -> None:
     # fails with "io: read/write on closed pipe".
     (plane.run / "xpkg-cache").mkdir()
     plane.start("crossplane", [
-        core, "core", "start", "--package-runtime=External", "--enable-webhooks=false",
+        core, "core", "start", "--package-runtime=External",
+        # Usage protection: the webhook refuses deleting what a Usage protects.
+        f"--webhook-port={plane.ports['crossplane-webhook']}",
+        f"--tls-server-certs-dir={plane.run / 'webhook-tls'}",
         f"--tls-client-certs-dir={plane.run / 'crossplane-tls-client'}",
         f"--xpkg-cache-dir={plane.run / 'xpkg-cache'}",
         f"--metrics-port={plane.ports['crossplane-metrics']}", f"--health-probe-port={health}",
         "--poll-interval=15s",
     ], env)  # fmt: skip
     plane.ready("crossplane", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), timeout=120)
+    source = module_dir("crossplane-core") / "cluster" / "webhookconfigurations" / "usage.yaml"
+    for hook in usage_webhooks(source, f"https://127.0.0.1:{plane.ports['crossplane-webhook']}",
+                               (plane.pki / "ca.crt").read_bytes()):  # fmt: skip
+        client.apply(hook)
+
+
+def usage_webhooks(source: Path, base_url: str, ca: bytes) -> list[dict[str, Any]]:
+    """Crossplane's webhook configurations (read from the pinned module), reaching the core
+    process by URL instead of through its Service."""
+    hooks = [d for d in yaml.safe_load_all(source.read_text()) if d]
+    bundle = base64.b64encode(ca).decode()
+    for hook in hooks:
+        for entry in hook["webhooks"]:
+            path = entry["clientConfig"]["service"]["path"]
+            entry["clientConfig"] = {"url": base_url + path, "caBundle": bundle}
+    return hooks
 
 
 def _provider_crds(name: str) -> list[dict[str, Any]]:

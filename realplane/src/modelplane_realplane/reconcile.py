@@ -271,35 +271,55 @@ def _mine(manifests: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[dict[
             and str(m.get("apiVersion", "")).startswith("modelplane.ai/")]  # fmt: skip
 
 
-def delete(plane: Plane, example: Path, timeout: float = 300) -> tuple[bool, float, list[str]]:
-    """Delete what ``example`` applied in ``DELETION_ORDER``, each step waiting until its
-    objects are gone; (clean, seconds, what is left on either cluster)."""
+@dataclasses.dataclass
+class Deletion:
+    clean: bool
+    seconds: float
+    left: list[str]
+    refused: list[str]  # deletions Usage protection refused at first (then replayed)
+    gone: dict[str, float]  # "Kind name" (and "replica Objects") -> seconds until gone
+    order_ok: bool  # each InferenceCluster outlived every Object its replicas made
+
+
+def delete(plane: Plane, example: Path, timeout: float = 300) -> Deletion:
+    """Delete what ``example`` applied, one request after the other in ``DELETION_ORDER``
+    (as a user would), with Usage protection on; then watch everything go."""
     control = plane.client()
-    manifests = fleet.read_manifests(example)
+    targets = [m for kinds in DELETION_ORDER for m in _mine(fleet.read_manifests(example), kinds)]
     started = time.monotonic()
-    left: list[str] = []
-    for kinds in DELETION_ORDER:
-        targets = _mine(manifests, kinds)
-        for obj in targets:
-            metadata = obj["metadata"]
+    refused = []
+    for obj in targets:
+        metadata = obj["metadata"]
+        try:
             control.delete(obj["apiVersion"], obj["kind"], metadata["name"],
                            metadata.get("namespace"))  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            left = [f"{o['kind']} {o['metadata']['name']}" for o in targets if _get(control, o)]
-            if not left:
-                break
-            time.sleep(2)
-        if left:
-            return False, round(time.monotonic() - started, 1), left
-    # The garbage collector and the providers finish after the XRs are gone.
+        except ApiError as error:  # Usage protection: replayed once the Usage is gone
+            refused.append(f"{obj['kind']} {metadata['name']}: {error}"[:300])
     remote = plane.client(workload.WORKLOAD)
+    gone: dict[str, float] = {}
     deadline = time.monotonic() + timeout
     while True:
+        elapsed = round(time.monotonic() - started, 1)
+        for obj in targets:
+            label = f"{obj['kind']} {obj['metadata']['name']}"
+            if label not in gone and _get(control, obj) is None:
+                gone[label] = elapsed
+        if "replica Objects" not in gone and not _replica_objects(control):
+            gone["replica Objects"] = elapsed
         left = control_plane_leftovers(control) + sorted(inventory(remote))
-        if not left or time.monotonic() > deadline:
-            return not left, round(time.monotonic() - started, 1), left
+        if (not left and len(gone) == len(targets) + 1) or time.monotonic() > deadline:
+            break
         time.sleep(2)
+    clusters = [t for t in gone if t.startswith("InferenceCluster ")]
+    order_ok = all(gone[c] >= gone.get("replica Objects", float("inf")) for c in clusters)
+    return Deletion(not left, round(time.monotonic() - started, 1), left, refused, gone,
+                    order_ok)  # fmt: skip
+
+
+def _replica_objects(client: Client) -> list[dict[str, Any]]:
+    """Objects a ModelReplica composed (labelled with the cluster they are on)."""
+    return [o for o in client.list(OBJECT_APIS[0], "Object")
+            if "modelplane.ai/cluster" in (o["metadata"].get("labels") or {})]  # fmt: skip
 
 
 def control_plane_leftovers(client: Client) -> list[str]:

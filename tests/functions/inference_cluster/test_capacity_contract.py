@@ -51,7 +51,7 @@ def cluster(node_pools: list[dict]) -> dict:
 
 
 def required(gpus: dict[str, int], missing: set[str] = frozenset()) -> dict:
-    req: dict = {"model-replicas": []}
+    req: dict = {"model-replicas": [], "replica-objects": []}
     for name in CLASS_NAMES:
         req[f"class-{name}"] = [] if name in missing else [klass(name, gpus[name])]
     return req

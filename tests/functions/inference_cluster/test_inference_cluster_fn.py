@@ -101,10 +101,16 @@ EXISTING = cluster(
 )  # fmt: skip
 
 
-def required_for(xr: dict, replicas: list[dict] | None = None, drop: set[str] = frozenset()):
+def required_for(
+    xr: dict,
+    replicas: list[dict] | None = None,
+    drop: set[str] = frozenset(),
+    objects: list[dict] | None = None,
+):
     wanted = {p["className"] for p in xr["spec"].get("nodePools", [])}
     req = {f"class-{n}": ([] if n in drop else [CLASSES[n]]) for n in wanted}
     req["model-replicas"] = replicas or []
+    req["replica-objects"] = objects or []
     return req
 
 
@@ -404,12 +410,13 @@ def test_class_without_provisioning_on_a_running_cluster_holds_every_resource():
 def test_requirements_ask_for_each_class_once_and_for_replicas():
     rsp = run(GKE)
     reqs = rsp.requirements.resources
-    assert sorted(reqs) == ["class-gke-h100-8x-a3", "class-gke-l4-1x-g2", "model-replicas"]
+    assert sorted(reqs) == [
+        "class-gke-h100-8x-a3", "class-gke-l4-1x-g2", "model-replicas", "replica-objects"]  # fmt: skip
     assert reqs["class-gke-l4-1x-g2"].match_name == "gke-l4-1x-g2"
-    assert dict(reqs["model-replicas"].match_labels.labels) == {
-        "modelplane.ai/cluster": "gke-us-central"
-    }
-    assert reqs["model-replicas"].namespace == ""  # every namespace
+    for key, kind in (("model-replicas", "ModelReplica"), ("replica-objects", "Object")):
+        assert reqs[key].kind == kind
+        assert dict(reqs[key].match_labels.labels) == {"modelplane.ai/cluster": "gke-us-central"}
+        assert reqs[key].namespace == ""  # every namespace
 
 
 # --- EKS ---------------------------------------------------------------------------------
@@ -515,7 +522,7 @@ def test_existing_cluster_converges_once_its_stack_is_ready():
 
 def test_existing_cluster_without_pools_publishes_no_pools():
     xr = cluster("bare", {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}, None)
-    rsp = run(xr, {}, {"model-replicas": []})
+    rsp = run(xr, {}, {"model-replicas": [], "replica-objects": []})
     assert desired_status(rsp)["gpuPools"] == []
     assert set(desired_resources(rsp)) == {"cluster-provider-config-kubernetes", "serving-stack"}
 
@@ -545,6 +552,21 @@ def test_replicas_on_the_cluster_block_its_deletion():
     assert "usage-replicas" not in desired_resources(run(EXISTING, observed))
     kept = run_function(InferenceClusterFunction(), make_request(EXISTING, observed, {}))
     assert "usage-replicas" in desired_resources(kept)
+
+
+def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
+    """Deleting a replica deletes its Objects in the background; until they are gone they need
+    the cluster's ProviderConfig and the CRDs its stack installed (an InferencePool's Object
+    whose CRD went first is stuck for ever), so the cluster stays protected."""
+    leftover = {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+                "metadata": {"name": "o", "namespace": "ml",
+                             "labels": {"modelplane.ai/cluster": "lab-h100"}}}  # fmt: skip
+    observed = {"usage-replicas": observe(desired_resources(
+        run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA])))["usage-replicas"])}  # fmt: skip
+    kept = run(EXISTING, observed, required_for(EXISTING, objects=[leftover]))
+    assert "usage-replicas" in desired_resources(kept)
+    released = run(EXISTING, observed, required_for(EXISTING))
+    assert "usage-replicas" not in desired_resources(released)
 
 
 # --- XRD rules ---------------------------------------------------------------------------

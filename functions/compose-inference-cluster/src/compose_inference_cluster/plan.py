@@ -27,6 +27,11 @@ from compose_inference_cluster import resources as rs
 CLUSTER_READY = "ClusterReady"
 BACKEND_READY = "BackendReady"
 REPLICAS_REQUIREMENT = "model-replicas"
+# The replicas' provider-kubernetes Objects on this cluster: a deleted replica's Objects are
+# deleted in the background and still need the cluster (its ProviderConfig, the CRDs of its
+# stack) until the workload cluster has deleted what they made.
+REPLICA_OBJECTS_REQUIREMENT = "replica-objects"
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 # The status fields this function owns (and re-publishes unchanged on a hold).
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools")
 
@@ -37,7 +42,10 @@ def requirements(xr: JSON) -> dict[str, Selector]:
     wanted = {
         REPLICAS_REQUIREMENT: Selector(
             "modelplane.ai/v1alpha1", "ModelReplica", match_labels={rs.CLUSTER_LABEL: name}
-        )
+        ),
+        REPLICA_OBJECTS_REQUIREMENT: Selector(
+            OBJECT_API_VERSION, "Object", match_labels={rs.CLUSTER_LABEL: name}
+        ),
     }
     for class_name in sorted({p.get("className", "") for p in _raw_pools(xr)} - {""}):
         wanted[pl.class_requirement(class_name)] = Selector(
@@ -59,7 +67,9 @@ def compose(
 
     # 1. The replica guard comes first, before any early exit (§4.8).
     replicas = required.get(REPLICAS_REQUIREMENT)
-    _guard_replicas(outcome, name, observed, replicas)
+    objects = required.get(REPLICA_OBJECTS_REQUIREMENT)
+    users = None if replicas is None or objects is None else replicas + objects
+    _guard_replicas(outcome, name, observed, users)
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
     if drained is not None:
         outcome.condition(drain.REPLICAS_DRAINED, *drained)
@@ -118,11 +128,12 @@ def compose(
 
 
 def _guard_replicas(
-    outcome: Outcome, name: str, observed: Mapping[str, JSON], replicas: list[JSON] | None
+    outcome: Outcome, name: str, observed: Mapping[str, JSON], users: list[JSON] | None
 ) -> None:
-    if replicas:
+    """Protect the cluster while replicas, or the Objects they made, are on it."""
+    if users:
         outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name), ready=True)
-    elif replicas is None and rs.KEY_USAGE_REPLICAS in observed:
+    elif users is None and rs.KEY_USAGE_REPLICAS in observed:
         # Not resolved yet is not "no replicas": keep protecting the cluster.
         outcome.compose(rs.KEY_USAGE_REPLICAS, held(observed[rs.KEY_USAGE_REPLICAS]), ready=True)
 

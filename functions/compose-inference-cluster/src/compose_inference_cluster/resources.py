@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from modelplane_common.naming import child_name
+from modelplane_common.naming import CLUSTER_LABEL, child_name
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -21,7 +21,6 @@ NAMESPACE = "modelplane-system"
 INFRA_API = "infrastructure.modelplane.ai/v1alpha1"
 GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
 GKE_RWX_CLASS = "modelplane-rwx"
-CLUSTER_LABEL = "modelplane.ai/cluster"
 
 # Composed-resource keys (spec C2).
 KEY_GKE = "gke-cluster"

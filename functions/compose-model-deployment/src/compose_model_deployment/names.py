@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from modelplane_common.naming import MAX_NAME_LENGTH
+from modelplane_common.naming import CLUSTER_LABEL, MAX_NAME_LENGTH
 
 _HASH_LENGTH = 5
 
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
-CLUSTER_LABEL = "modelplane.ai/cluster"
 INDEX_LABEL = "modelplane.ai/replica-index"
 
 

@@ -112,7 +112,7 @@ def compose_replica(request: Request) -> Outcome:
         observed = request.observed.get(key)
         outcome.compose(
             key,
-            wrap(manifest, provider_config),
+            wrap(manifest, provider_config, cluster_name),
             ready=status.composed_ready(observed, key in workloads),
         )
 

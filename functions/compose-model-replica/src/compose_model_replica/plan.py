@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from modelplane_common.cache_naming import CACHE_MOUNT_PATH, cache_pvc_name
+from modelplane_common.naming import CLUSTER_LABEL
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
 from compose_model_replica import routing
@@ -126,10 +127,12 @@ def is_available_gated(manifest: JSON) -> bool:
     ) and manifest.get("kind") in (DEPLOYMENT_KIND, LWS_KIND)
 
 
-def wrap(manifest: JSON, provider_config: str) -> JSON:
+def wrap(manifest: JSON, provider_config: str, cluster: str) -> JSON:
     """A provider-kubernetes ``Object`` creating ``manifest`` through ``provider_config``.
 
-    No metadata: Crossplane names the Object in the replica's namespace.
+    Crossplane names the Object in the replica's namespace. The cluster label lets the
+    InferenceCluster stay (and keep the CRDs its stack installs) until every Object is gone,
+    not just the replica: deleting a replica deletes its Objects in the background.
     """
     readiness: JSON = (
         {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE_QUERY}
@@ -139,6 +142,7 @@ def wrap(manifest: JSON, provider_config: str) -> JSON:
     return {
         "apiVersion": OBJECT_API_VERSION,
         "kind": "Object",
+        "metadata": {"labels": {CLUSTER_LABEL: cluster}},
         "spec": {
             "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
             "readiness": readiness,
