@@ -569,6 +569,20 @@ def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
     assert "usage-replicas" not in desired_resources(released)
 
 
+def test_a_held_cluster_releases_its_guard_once_nothing_uses_it():
+    """Deleting everything at once deletes the InferenceClass too: the cluster then holds its
+    resources (classes missing), but must still let go of the guard, or Usage protection
+    keeps it (and its serving stack) for ever."""
+    observed = {"usage-replicas": observe(desired_resources(
+        run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA])))["usage-replicas"])}  # fmt: skip
+    held = run(EXISTING, observed, required_for(EXISTING, drop={"h100-8x-byo"}))
+    assert conditions(held)["ClusterReady"][1] == "WaitingForClasses"
+    assert "usage-replicas" not in desired_resources(held)
+    still_used = run(EXISTING, observed,
+                     required_for(EXISTING, replicas=[REPLICA], drop={"h100-8x-byo"}))  # fmt: skip
+    assert "usage-replicas" in desired_resources(still_used)
+
+
 # --- XRD rules ---------------------------------------------------------------------------
 
 

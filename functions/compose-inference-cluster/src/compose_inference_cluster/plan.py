@@ -150,7 +150,9 @@ def _hold(
 ) -> Outcome:
     """C4: re-emit every observed composed resource, compose nothing new, report why."""
     for key, body in held_all(observed).items():
-        if key not in outcome.resources:
+        # The replica guard (run first) alone decides the deletion guard: re-emitting it here
+        # would keep a cluster whose classes are already deleted from ever being deleted.
+        if key not in outcome.resources and key != rs.KEY_USAGE_REPLICAS:
             outcome.compose(key, body, ready=_observed_ready(key, observed[key]))
     outcome.condition(CLUSTER_READY, False, reason, message)
     backend = observed.get(rs.KEY_SERVING_STACK)

@@ -1,0 +1,113 @@
+"""``modelplane simulate`` measured against the real plane, example by example.
+
+Both sides are reduced to what a user reads: which resources each Modelplane XR composed
+(kind, namespace, name), which remote manifests the provider-kubernetes Objects carry (kind,
+namespace, name), and each XR's conditions (type, status, reason). ``differences`` lists
+what one side has and the other lacks; each is fixed or explained in design/simulate.md,
+whose list ``documented`` reads so a test keeps both honest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modelplane_realplane.kubeapi import ApiError, Client
+from modelplane_realplane.paths import REPOSITORY
+
+MODELPLANE_GROUPS = ("modelplane.ai", "infrastructure.modelplane.ai")
+OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/v1alpha2")
+DESIGN = REPOSITORY / "design" / "simulate.md"
+# Conditions only the real Crossplane writes, about its own machinery rather than the XR.
+CROSSPLANE_ONLY = {"Responsive"}
+
+
+@dataclasses.dataclass
+class Snapshot:
+    composed: set[str] = dataclasses.field(default_factory=set)  # "XRKind ns/name -> Kind name"
+    remote: set[str] = dataclasses.field(default_factory=set)  # "Kind ns/name"
+    conditions: set[str] = dataclasses.field(default_factory=set)  # "XRKind ns/name: T=S (R)"
+
+
+def _is_xr(obj: dict[str, Any]) -> bool:
+    group = str(obj.get("apiVersion", "")).split("/", 1)[0]
+    return group in MODELPLANE_GROUPS and obj.get("kind") != "InferenceClass"
+
+
+def _where(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{obj.get('kind')} {metadata.get('namespace') or '-'}/{metadata.get('name')}"
+
+
+def snapshot(objects: list[dict[str, Any]]) -> Snapshot:
+    """The comparable view of a converged control plane's objects."""
+    found = Snapshot()
+    for obj in objects:
+        if _is_xr(obj):
+            where = _where(obj)
+            refs = ((obj.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
+            found.composed |= {f"{where} -> {ref.get('kind')} {ref.get('name')}" for ref in refs}
+            for condition in (obj.get("status") or {}).get("conditions") or []:
+                if condition.get("type") in CROSSPLANE_ONLY:
+                    continue
+                kind, status = condition.get("type"), condition.get("status")
+                found.conditions.add(f"{where}: {kind}={status} ({condition.get('reason')})")
+        elif obj.get("apiVersion") in OBJECT_APIS and obj.get("kind") == "Object":
+            manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest") or {}
+            found.remote.add(_where(manifest))
+    return found
+
+
+def simulated(example: Path) -> Snapshot:
+    """What ``modelplane simulate -o yaml`` converges ``example`` to."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "modelplane"), "simulate", "-o", "yaml", str(example)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    objects = [d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)]
+    if not objects:
+        raise RuntimeError(f"simulate {example} printed nothing:\n{done.stderr[-2000:]}")
+    return snapshot(objects)
+
+
+def real(client: Client, xr_kinds: list[tuple[str, str]]) -> Snapshot:
+    """The real control plane's view, read from the API server."""
+    objects: list[dict[str, Any]] = []
+    for api_version, kind in xr_kinds:
+        objects += client.list(api_version, kind)
+    for api_version in OBJECT_APIS:
+        try:
+            objects += client.list(api_version, "Object")
+        except (ApiError, KeyError):
+            continue
+    return snapshot(objects)
+
+
+def differences(simulated: Snapshot, real: Snapshot) -> list[str]:
+    """One line per difference: ``only simulate: ...`` or ``only real: ...``."""
+    lines = []
+    for field in ("composed", "remote", "conditions"):
+        ours, theirs = getattr(simulated, field), getattr(real, field)
+        lines += [f"only simulate: {field}: {item}" for item in sorted(ours - theirs)]
+        lines += [f"only real: {field}: {item}" for item in sorted(theirs - ours)]
+    return lines
+
+
+def documented() -> dict[str, list[str]]:
+    """example -> the differences design/simulate.md explains (its "Measured against the real
+    plane" table: one row per difference, the example in the first column, the difference in
+    backticks in the second)."""
+    text = DESIGN.read_text()
+    section = text.split("## Measured against the real plane", 1)
+    if len(section) < 2:
+        return {}
+    found: dict[str, list[str]] = {}
+    for match in re.finditer(r"^\| *([\w-]+) *\| *`([^`]+)` *\|", section[1], re.M):
+        found.setdefault(match.group(1), []).append(match.group(2))
+    return found
