@@ -230,9 +230,8 @@ def _settled(request: Request, outcome: Outcome) -> bool:
         seen = request.observed.get(key)
         if item.ready is False or seen is None:
             return False
-        ready = next((c for c in (seen.get("status") or {}).get("conditions") or []
-                      if c.get("type") == "Ready"), None)  # fmt: skip
-        if item.ready is None and ready is not None and ready.get("status") != "True":
+        # Unknown (no readable Ready) counts as settled: provider configs never report one.
+        if item.ready is None and observed.readiness(seen) is False:
             return False
     return True
 

@@ -13,12 +13,13 @@ import dataclasses
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from modelplane_realplane import fleet, workload
+from modelplane_realplane import fleet, simparity, workload
 from modelplane_realplane.build import binary
 from modelplane_realplane.clusters import Plane
 from modelplane_realplane.kubeapi import ApiError, Client, condition, is_true
@@ -98,7 +99,7 @@ def apply(plane: Plane, example: Path, work: Path) -> None:
 # judging
 
 
-def _xr_kinds(client: Client) -> list[tuple[str, str]]:
+def xr_kinds(client: Client) -> list[tuple[str, str]]:
     """(apiVersion, kind) of every Modelplane composite resource the plane serves."""
     kinds = []
     for xrd in client.list("apiextensions.crossplane.io/v2", "CompositeResourceDefinition"):
@@ -123,7 +124,7 @@ def _say(obj: dict[str, Any], *types: str) -> list[str]:
 
 def control_plane_problems(client: Client) -> list[str]:
     problems = []
-    for api_version, kind in _xr_kinds(client):
+    for api_version, kind in xr_kinds(client):
         for xr in client.list(api_version, kind):
             problems += _say(xr, "Ready", "Synced")
     for api_version in OBJECT_APIS:
@@ -207,9 +208,41 @@ def _status_line(obj: dict[str, Any]) -> str:
     return f"{replicas} {conditions}"
 
 
+def routing_problems(control: Client) -> list[str]:
+    """Each ModelService's HTTPRoute routes to every Ready ModelEndpoint its selectors match."""
+    problems = []
+    api = "modelplane.ai/v1alpha1"
+    endpoints = control.list(api, "ModelEndpoint")
+    routes = control.list("gateway.networking.k8s.io/v1", "HTTPRoute")
+    for service in control.list(api, "ModelService"):
+        namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
+        wanted = set()
+        for entry in service["spec"].get("endpoints") or []:
+            labels = (entry.get("selector") or {}).get("matchLabels") or {}
+            for endpoint in endpoints:
+                mine = endpoint["metadata"].get("labels") or {}
+                if (endpoint["metadata"]["namespace"] == namespace and is_true(endpoint, "Ready")
+                        and all(mine.get(k) == v for k, v in labels.items())):  # fmt: skip
+                    backend = (endpoint.get("status") or {}).get("routing") or {}
+                    wanted.add(backend.get("backendName"))
+        routed = {
+            ref.get("name")
+            for route in routes
+            if route["metadata"].get("namespace") == namespace
+            and (route["metadata"].get("labels") or {}).get("crossplane.io/composite") == name
+            for rule in route["spec"].get("rules") or []
+            for ref in rule.get("backendRefs") or []
+        }
+        if wanted - routed:
+            problems.append(f"ModelService {namespace}/{name}: its HTTPRoute does not route to "
+                            f"Ready endpoints' backends {sorted(wanted - routed)}")  # fmt: skip
+    return problems
+
+
 def problems(plane: Plane) -> list[str]:
     control, remote = plane.client(), plane.client(workload.WORKLOAD)
-    return control_plane_problems(control) + workload_problems(control, remote)
+    return (control_plane_problems(control) + routing_problems(control)
+            + workload_problems(control, remote))  # fmt: skip
 
 
 def converge(plane: Plane, example: Path, work: Path, timeout: float = 600) -> Outcome:
@@ -324,7 +357,7 @@ def _replica_objects(client: Client) -> list[dict[str, Any]]:
 
 def control_plane_leftovers(client: Client) -> list[str]:
     left = []
-    for api_version, kind in _xr_kinds(client):
+    for api_version, kind in xr_kinds(client):
         left += [f"{kind} {x['metadata']['name']}" for x in client.list(api_version, kind)]
     for api_version in (*OBJECT_APIS, RELEASE_API):
         for kind in ("Object", "Release"):
@@ -344,3 +377,42 @@ def remove_fleet(plane: Plane, fleets: dict[str, list[dict[str, Any]]]) -> None:
             metadata = obj["metadata"]
             client.delete(obj["apiVersion"], obj["kind"], metadata["name"],
                           metadata.get("namespace"))  # fmt: skip
+
+
+# -------------------------------------------------------------------------------------------
+# one example, start to finish
+
+
+@dataclasses.dataclass
+class ExampleContext:
+    example: Path
+    work: Path
+
+
+@dataclasses.dataclass
+class ExampleRun:
+    outcome: Outcome
+    differences: list[str]  # simulate against the real plane (simparity.py)
+    deletion: Deletion
+    operations: Any = None  # operations.Operations, for the example operated on
+
+
+Operate = Callable[[Plane, ExampleContext], Any]
+
+
+def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None = None
+                ) -> ExampleRun:  # fmt: skip
+    """Apply, converge, compare with simulate, operate (optionally), delete, clear the fleet."""
+    fleets = fleet.fleet_for_example(example)
+    outcome = converge(plane, example, work)
+    print(f"{example.name}: converged={outcome.ready} in {outcome.seconds} s", flush=True)
+    control = plane.client()
+    differences = simparity.differences(simparity.simulated(example),
+                                        simparity.real(control, xr_kinds(control)))  # fmt: skip
+    operated = None
+    if operate is not None and outcome.ready:
+        operated = operate(plane, ExampleContext(example, work))
+    deletion = delete(plane, example)
+    print(f"{example.name}: deleted clean={deletion.clean} in {deletion.seconds} s", flush=True)
+    remove_fleet(plane, fleets)
+    return ExampleRun(outcome, differences, deletion, operated)

@@ -9,6 +9,7 @@ whose list ``documented`` reads so a test keeps both honest.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 import subprocess
@@ -26,6 +27,11 @@ OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/
 DESIGN = REPOSITORY / "design" / "simulate.md"
 # Conditions only the real Crossplane writes, about its own machinery rather than the XR.
 CROSSPLANE_ONLY = {"Responsive"}
+# ReadinessKnown=True is the normal case said out loud, present only once a composed resource
+# was seen without a Ready condition (which depends on timing); absent means the same.
+NORMAL = {("ReadinessKnown", "True")}
+# A composed resource the function does not name gets <XR name>-<12 hex> from Crossplane.
+GENERATED = re.compile(r"-[0-9a-f]{12}$")
 
 
 @dataclasses.dataclass
@@ -52,9 +58,15 @@ def snapshot(objects: list[dict[str, Any]]) -> Snapshot:
         if _is_xr(obj):
             where = _where(obj)
             refs = ((obj.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
-            found.composed |= {f"{where} -> {ref.get('kind')} {ref.get('name')}" for ref in refs}
+            names = collections.Counter(
+                f"{ref.get('kind')} {GENERATED.sub('-<generated>', str(ref.get('name')))}"
+                for ref in refs
+            )
+            found.composed |= {f"{where} -> {name}" + (f" (x{count})" if count > 1 else "")
+                               for name, count in names.items()}  # fmt: skip
             for condition in (obj.get("status") or {}).get("conditions") or []:
-                if condition.get("type") in CROSSPLANE_ONLY:
+                pair = (condition.get("type"), condition.get("status"))
+                if pair[0] in CROSSPLANE_ONLY or pair in NORMAL:
                     continue
                 kind, status = condition.get("type"), condition.get("status")
                 found.conditions.add(f"{where}: {kind}={status} ({condition.get('reason')})")

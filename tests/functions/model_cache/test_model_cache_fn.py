@@ -246,6 +246,7 @@ def test_rendered_example_matches_the_spec():
     assert job_object["spec"]["readiness"] == {
         "policy": "DeriveFromCelQuery",
         "celQuery": (
+            "has(object.status.conditions) && "
             'object.status.conditions.exists(c, c.type == "Complete" && c.status == "True")'
         ),
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pydantic
 from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, validation_summary
@@ -39,6 +41,9 @@ def requirements(entries: list[JSON], namespace: str) -> dict[str, Selector]:
     return wanted
 
 
+ENDPOINTS_TTL = timedelta(seconds=15)
+
+
 def compose_service(
     composite: JSON,
     observed: dict[str, JSON],
@@ -47,7 +52,9 @@ def compose_service(
     """The outcome for one ModelService given its observed route and resolved requirements."""
     metadata = composite.get("metadata") or {}
     namespace, name = metadata.get("namespace") or "default", metadata.get("name", "")
-    outcome = Outcome()
+    # Its endpoints come through requirements, which Crossplane does not watch: look again
+    # often, so a replica that becomes Ready (or stops) is routed within seconds, not a minute.
+    outcome = Outcome(ttl=ENDPOINTS_TTL)
     try:
         # Only the spec: status carries whatever Crossplane and earlier reconciles wrote.
         spec = ModelService.model_validate({"spec": composite.get("spec")}).spec
