@@ -14,8 +14,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from compose_model_deployment import dracel
 from compose_model_replica import pods
+from modelplane_common import dracel
 from modelplane_realplane import fleet, pki
 from modelplane_realplane.kubeapi import ApiError
 from modelplane_schemas.generated.gateway_networking_k8s_io.v1 import gateway as gateway_model
@@ -192,7 +192,7 @@ def requests(manifests: list[JSON]) -> list[tuple[str, JSON]]:
 def test_each_request_is_satisfied_on_one_node(example: str) -> None:
     """Every device request of every ModelDeployment finds ``count`` devices on one node of
     the example's fleet that satisfy all its CEL selectors, judged by the scheduler's own CEL
-    environment (compose_model_deployment.dracel)."""
+    environment (modelplane_common.dracel)."""
     manifests = fleet.read_manifests(EXAMPLES / example)
     slices = [s for objects in fleet.fleet_for_example(EXAMPLES / example).values()
               for s in of_kind(objects, "ResourceSlice")]  # fmt: skip

@@ -40,6 +40,7 @@ def runs(
             "scale": ops.scale, "drain_min_serving": ops.drain_min_serving,
             "delete_clean": all(r.deletion.clean and r.deletion.order_ok for r in done.values()),
             "restore_untouched": ops.restore_untouched,
+            "unplaceable_agrees": ops.unplaceable.get("agree", False),
             "drain_series": ops.drain_series,
         })  # fmt: skip
     yield done
@@ -90,3 +91,15 @@ def test_operations_hold_on_the_real_plane(runs: dict[str, reconcile.ExampleRun]
     assert ops.scale, ops.notes
     assert ops.drain_min_serving >= 1, ops.drain_series
     assert ops.restore_untouched, ops.notes
+
+
+def test_a_pod_the_real_scheduler_cannot_place_is_reported_alike_by_simulate(
+    runs: dict[str, reconcile.ExampleRun],
+) -> None:
+    """tests/data/unplaceable-replica.yaml claims a GPU no L4 has: the real pod stays Pending
+    (kube-scheduler: cannot allocate all claims) and simulate reports the same conditions."""
+    ops = runs[operations.EXAMPLE].operations
+    assert ops is not None
+    scenario = ops.unplaceable
+    assert "cannot allocate all claims" in (scenario.get("pending") or ""), scenario
+    assert scenario["real"] == scenario["simulated"], scenario

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from modelplane_common import cel
 from modelplane_common.managed import EXTERNAL_NAME, external_name
 
+from modelplane import draclaims
 from modelplane.kube import (
     JSON,
     condition_status,
@@ -145,7 +146,7 @@ class ProviderSimulator:
             if missing:
                 return _unreachable(obj, missing)
         if group in KUBERNETES_PROVIDER_GROUPS and kind == "Object":
-            updated = self._object(obj, overrides)
+            updated = self._object(obj, overrides, world)
         elif group in HELM_PROVIDER_GROUPS and kind == "Release":
             updated = _managed(obj, _release_at_provider(obj))
         elif group == "protection.crossplane.io":
@@ -163,7 +164,7 @@ class ProviderSimulator:
                 updated["status"] = deep_merge(updated.get("status") or {}, override.status)
         return updated
 
-    def _object(self, obj: JSON, overrides: list[Override]) -> JSON:
+    def _object(self, obj: JSON, overrides: list[Override], world: World) -> JSON:
         """provider-kubernetes: apply the manifest remotely, report it back with its status."""
         updated = copy.deepcopy(obj)
         manifest = lookup(obj, ".spec.forProvider.manifest")
@@ -187,6 +188,9 @@ class ProviderSimulator:
         config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
         remote = simulate_kubernetes(manifest, _Site(config, remote=True, world=lambda _: []))
         remote = remote or copy.deepcopy(manifest)
+        pending = draclaims.unschedulable(manifest, config, world)
+        if pending is not None:
+            remote["status"] = _unavailable(remote, pending)
         for override in overrides:
             if override.manifest_status:
                 remote["status"] = deep_merge(remote.get("status") or {}, override.manifest_status)
@@ -449,6 +453,25 @@ def _deployment(live: JSON, site: _Site) -> None:
             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
         ],
     }
+
+
+def _unavailable(live: JSON, message: str) -> JSON:
+    """A Deployment's or LeaderWorkerSet's status while its pods stay Pending (``message``:
+    the scheduler's reason)."""
+    replicas = _replicas(live)
+    return {
+        "observedGeneration": 1,
+        "replicas": replicas,
+        "readyReplicas": 0,
+        "availableReplicas": 0,
+        "unavailableReplicas": replicas,
+        "updatedReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+             "message": f"pods Pending: {message}"},
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
+        ],
+    }  # fmt: skip
 
 
 def _leader_worker_set(live: JSON, site: _Site) -> None:

@@ -7,18 +7,27 @@
   leave the model unserved. With one cluster the replicas have nowhere to go: the drain is
   blocked and they keep serving, which is what a user must see;
 * restore: every Modelplane object's status wiped (a backup restored without status), then the
-  example re-applied with kubectl; nothing on the workload cluster may be deleted or created.
+  example re-applied with kubectl; nothing on the workload cluster may be deleted or created;
+* unplaceable: a hand-written ModelReplica claiming a GPU no node of its pool has
+  (tests/data/unplaceable-replica.yaml); the real scheduler leaves its pod Pending, and
+  ``modelplane simulate`` of the same files must report the replica the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from modelplane_realplane import reconcile, workload
+import yaml
+
+from modelplane_realplane import reconcile, simparity, workload
 from modelplane_realplane.clusters import Plane
 from modelplane_realplane.kubeapi import ApiError, Client, is_true
+from modelplane_realplane.paths import REPOSITORY
 
 EXAMPLE = "quickstart"
 DEPLOYMENT = ("ml-team", "qwen3-8b")
@@ -34,6 +43,7 @@ class Operations:
     drain_min_serving: int = 0
     drain_series: list[dict[str, float | int]] = dataclasses.field(default_factory=list)
     restore_untouched: bool = False
+    unplaceable: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -43,6 +53,7 @@ def run(plane: Plane, context: reconcile.ExampleContext) -> Operations:
     done.drain_series = _drain(plane)
     done.drain_min_serving = min((int(p["serving"]) for p in done.drain_series), default=0)
     done.restore_untouched = _restore(plane, context, done.notes)
+    done.unplaceable = _unplaceable(plane, context, done.notes)
     return done
 
 
@@ -60,8 +71,8 @@ def _settle(plane: Plane, what: str, check: Any, notes: list[str], timeout: floa
             left = reconcile.problems(plane)
             if not left and check():
                 return True
-        except (ApiError, OSError) as error:
-            left = [str(error)]
+        except (ApiError, OSError, KeyError) as error:
+            left = [repr(error)]
         time.sleep(2)
     notes.append(f"{what}: not settled after {timeout:.0f} s: {left[:5]}")
     return False
@@ -155,3 +166,56 @@ def _restore(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) 
         notes.append(f"restore changed the workload cluster: gone {sorted(before - after)}, "
                      f"new {sorted(after - before)}")  # fmt: skip
     return settled and before == after
+
+
+UNPLACEABLE = REPOSITORY / "tests" / "data" / "unplaceable-replica.yaml"
+
+
+def replica_conditions(replica: dict[str, Any]) -> list[str]:
+    return sorted(f"{c.get('type')}={c.get('status')} ({c.get('reason')})"
+                  for c in (replica.get("status") or {}).get("conditions") or []
+                  if c.get("type") not in simparity.CROSSPLANE_ONLY)  # fmt: skip
+
+
+def _pending_message(remote: Client, replica: str) -> str | None:
+    for pod in remote.list("v1", "Pod"):
+        if pod["metadata"]["name"].startswith(replica + "-"):
+            for condition in (pod.get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                    return str(condition.get("message", ""))
+    return None
+
+
+def _unplaceable(plane: Plane, context: reconcile.ExampleContext,
+                 notes: list[str]) -> dict[str, Any]:  # fmt: skip
+    """The scenario simulate used to accept: real and simulated verdicts on the replica."""
+    document = yaml.safe_load(UNPLACEABLE.read_text())
+    namespace, name = document["metadata"]["namespace"], document["metadata"]["name"]
+    control, remote = plane.client(), plane.client(workload.WORKLOAD)
+    reconcile.kubectl(plane, "apply", "-f", str(UNPLACEABLE))
+    real: list[str] = []
+    message = None
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            replica = control.get(API, "ModelReplica", name, namespace)
+            message = _pending_message(remote, name)
+            real = replica_conditions(replica)
+            if message and any(c.startswith("ModelReady=False") for c in real):
+                time.sleep(5)  # let the conditions settle, then read them once more
+                real = replica_conditions(control.get(API, "ModelReplica", name, namespace))
+                break
+        except (ApiError, KeyError):
+            pass
+        time.sleep(2)
+    with tempfile.TemporaryDirectory() as scratch:
+        together = Path(scratch) / "scenario"
+        shutil.copytree(context.example, together)
+        shutil.copy(UNPLACEABLE, together / UNPLACEABLE.name)
+        objects = simparity.simulated_objects(together)
+    simulated = next((replica_conditions(o) for o in objects if o.get("kind") == "ModelReplica"
+                      and o["metadata"]["name"] == name), [])  # fmt: skip
+    reconcile.kubectl(plane, "delete", "-f", str(UNPLACEABLE), "--wait=true")
+    _settle(plane, "after the unplaceable replica", lambda: True, notes)
+    return {"pending": message, "real": real, "simulated": simulated,
+            "agree": bool(message) and real == simulated}  # fmt: skip

@@ -255,8 +255,8 @@ def converge(plane: Plane, example: Path, work: Path, timeout: float = 600) -> O
     while time.monotonic() - started < timeout:
         try:
             left = problems(plane)
-        except (ApiError, OSError) as error:
-            left = [f"cannot observe: {error}"]
+        except (ApiError, OSError, KeyError) as error:  # KeyError: a kind not served yet
+            left = [f"cannot observe: {error!r}"]
         clean = 0 if left else clean + 1
         if clean == 2:
             break

@@ -78,6 +78,11 @@ def snapshot(objects: list[dict[str, Any]]) -> Snapshot:
 
 def simulated(example: Path) -> Snapshot:
     """What ``modelplane simulate -o yaml`` converges ``example`` to."""
+    return snapshot(simulated_objects(example))
+
+
+def simulated_objects(example: Path) -> list[dict[str, Any]]:
+    """Every object ``modelplane simulate -o yaml`` prints for ``example``."""
     done = subprocess.run(
         [str(Path(sys.executable).parent / "modelplane"), "simulate", "-o", "yaml", str(example)],
         capture_output=True, text=True, timeout=600, check=False,
@@ -85,7 +90,7 @@ def simulated(example: Path) -> Snapshot:
     objects = [d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)]
     if not objects:
         raise RuntimeError(f"simulate {example} printed nothing:\n{done.stderr[-2000:]}")
-    return snapshot(objects)
+    return objects
 
 
 def real(client: Client, xr_kinds: list[tuple[str, str]]) -> Snapshot:

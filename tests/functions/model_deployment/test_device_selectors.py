@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import md_fixtures as fixtures
 import pytest
-from compose_model_deployment import dracel
+from modelplane_common import dracel
 from modelplane_common.quantity import Quantity, QuantityError
 
 A = 'device.attributes["gpu.nvidia.com"]'

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from compose_model_deployment import dracel
+from modelplane_common import dracel
 
 _MAX_CACHE = 100_000
 _MAX_DEVICE_COUNT = 64  # the schema's maximum devices[].count
