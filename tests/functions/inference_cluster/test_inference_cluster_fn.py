@@ -411,7 +411,11 @@ def test_requirements_ask_for_each_class_once_and_for_replicas():
     rsp = run(GKE)
     reqs = rsp.requirements.resources
     assert sorted(reqs) == [
-        "class-gke-h100-8x-a3", "class-gke-l4-1x-g2", "model-replicas", "replica-objects"]  # fmt: skip
+        "class-gke-h100-8x-a3",
+        "class-gke-l4-1x-g2",
+        "model-replicas",
+        "replica-objects",
+    ]
     assert reqs["class-gke-l4-1x-g2"].match_name == "gke-l4-1x-g2"
     for key, kind in (("model-replicas", "ModelReplica"), ("replica-objects", "Object")):
         assert reqs[key].kind == kind
@@ -554,6 +558,12 @@ def test_replicas_on_the_cluster_block_its_deletion():
     assert "usage-replicas" in desired_resources(kept)
 
 
+def guarded_observation() -> dict:
+    """Observed state of a cluster that composed its deletion guard for a replica."""
+    guarded = run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA]))
+    return {"usage-replicas": observe(desired_resources(guarded)["usage-replicas"])}
+
+
 def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
     """Deleting a replica deletes its Objects in the background; until they are gone they need
     the cluster's ProviderConfig and the CRDs its stack installed (an InferencePool's Object
@@ -561,8 +571,7 @@ def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
     leftover = {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
                 "metadata": {"name": "o", "namespace": "ml",
                              "labels": {"modelplane.ai/cluster": "lab-h100"}}}  # fmt: skip
-    observed = {"usage-replicas": observe(desired_resources(
-        run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA])))["usage-replicas"])}  # fmt: skip
+    observed = guarded_observation()
     kept = run(EXISTING, observed, required_for(EXISTING, objects=[leftover]))
     assert "usage-replicas" in desired_resources(kept)
     released = run(EXISTING, observed, required_for(EXISTING))
@@ -573,8 +582,7 @@ def test_a_held_cluster_releases_its_guard_once_nothing_uses_it():
     """Deleting everything at once deletes the InferenceClass too: the cluster then holds its
     resources (classes missing), but must still let go of the guard, or Usage protection
     keeps it (and its serving stack) for ever."""
-    observed = {"usage-replicas": observe(desired_resources(
-        run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA])))["usage-replicas"])}  # fmt: skip
+    observed = guarded_observation()
     held = run(EXISTING, observed, required_for(EXISTING, drop={"h100-8x-byo"}))
     assert conditions(held)["ClusterReady"][1] == "WaitingForClasses"
     assert "usage-replicas" not in desired_resources(held)
