@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from modelplane_realplane import build, components, processes, runtime
+from modelplane_realplane import build, charts, components, processes, runtime
 from modelplane_realplane.components import COMPONENTS
 
 
@@ -131,3 +131,10 @@ def _listening(ports: dict[str, int]) -> Iterator[None]:
             server.bind(("127.0.0.1", port))
             server.listen()
         yield
+
+
+def test_the_lws_controller_is_the_version_of_the_chart_modelplane_pins() -> None:
+    """The real LeaderWorkerSet controller plays the `lws` release's Deployment: the two
+    versions must move together."""
+    (lws,) = [c for c in charts.pinned_charts() if c.name == "lws"]
+    assert components.BY_NAME["lws"].version == lws.version

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
+import yaml
 
 from modelplane_realplane import build as builder
-from modelplane_realplane import install
+from modelplane_realplane import fleet, install, reconcile, workload
 from modelplane_realplane import plane as planes
 from modelplane_realplane.paths import RUN
 
@@ -53,6 +55,28 @@ def up_command(no_install: bool) -> None:
     except (builder.BuildError, planes.processes.ComponentError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"up in {time.monotonic() - started:.0f} s; export KUBECONFIG={plane.kubeconfig}")
+    click.echo(f"the workload cluster's kubeconfig: {plane.kubeconfig_of('workload-')}; "
+               "`uv run realplane fleet examples/<name>` gives it an example's nodes")  # fmt: skip
+
+
+@cli.command("fleet")
+@click.argument("example", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def fleet_command(example: Path) -> None:
+    """Give the workload cluster the nodes and devices EXAMPLE's adopted clusters have, and
+    print the kubeconfig Secrets to apply in place of the example's placeholders."""
+    plane = planes.Plane.load(RUN)
+    if plane is None:
+        raise click.ClickException("no plane is running: `uv run realplane up` first")
+    fleets = reconcile.install_fleet(plane, example)
+    for name, objects in fleets.items():
+        click.echo(f"# {name}: {len(objects)} objects on the workload cluster", err=True)
+    secrets = [d for d in fleet.read_manifests(example) if d.get("kind") == "Secret"
+               and "kubeconfig" in (d.get("stringData") or {})]  # fmt: skip
+    documents = [
+        workload.kubeconfig_secret(plane, d["metadata"]["name"], d["metadata"]["namespace"])
+        for d in secrets
+    ]
+    click.echo(yaml.safe_dump_all(documents, sort_keys=False))
 
 
 @cli.command("down")
