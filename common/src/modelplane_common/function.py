@@ -64,6 +64,9 @@ class Condition:
     status: bool | None
     reason: str
     message: str = ""
+    # False is the normal case for some types (EndpointsHeld): such a condition does not keep
+    # the XR "settling" (see SETTLING_TTL).
+    normal: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +113,9 @@ class Outcome:
     def compose(self, key: str, body: JSON | pydantic.BaseModel, ready: bool | None = None) -> None:
         self.resources[key] = Composed(body=as_manifest(body), ready=ready)
 
-    def condition(self, type_: str, status: bool | None, reason: str, message: str = "") -> None:
-        self.conditions.append(Condition(type_, status, reason, message))
+    def condition(self, type_: str, status: bool | None, reason: str, message: str = "",
+                  *, normal: bool = False) -> None:  # fmt: skip
+        self.conditions.append(Condition(type_, status, reason, message, normal))
 
     def event(self, severity: Severity, message: str, reason: str = "") -> None:
         self.results.append(Result(severity, message, reason))
@@ -224,7 +228,9 @@ def _readiness_known(request: Request, outcome: Outcome) -> None:
 def _settled(request: Request, outcome: Outcome) -> bool:
     """Nothing the XR reports or composes is still on its way: no condition other than True,
     no composed resource not yet created, unready, or observed with Ready not True."""
-    if outcome.composite_ready is False or any(c.status is not True for c in outcome.conditions):
+    if outcome.composite_ready is False or any(
+        c.status is not True and not c.normal for c in outcome.conditions
+    ):
         return False
     for key, item in outcome.resources.items():
         seen = request.observed.get(key)

@@ -166,12 +166,34 @@ def workload_problems(control: Client, remote: Client) -> list[str]:
     nodes = {n["metadata"]["name"]: n for n in remote.list("v1", "Node")}
     for pod in remote.list("v1", "Pod"):
         problems += _pod_problems(pod, nodes)
+    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p
+            for p in remote.list("v1", "Pod")}  # fmt: skip
+    published = {(s["spec"]["pool"]["name"], s["spec"]["driver"], d["name"])
+                 for s in remote.list("resource.k8s.io/v1", "ResourceSlice")
+                 for d in s["spec"].get("devices") or []}  # fmt: skip
     for claim in remote.list("resource.k8s.io/v1", "ResourceClaim"):
-        if not ((claim.get("status") or {}).get("allocation")):
-            metadata = claim["metadata"]
-            problems.append(f"ResourceClaim {metadata['namespace']}/{metadata['name']}: "
-                            "not allocated")  # fmt: skip
+        problems += _claim_problems(claim, pods, published)
     return problems
+
+
+def _claim_problems(claim: dict[str, Any], pods: dict[tuple[str, str], dict[str, Any]],
+                    published: set[tuple[str, str, str]]) -> list[str]:  # fmt: skip
+    """Allocated, from devices published on the node its pod runs on."""
+    metadata, status = claim["metadata"], claim.get("status") or {}
+    where = f"ResourceClaim {metadata['namespace']}/{metadata['name']}"
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    if not results:
+        return [f"{where}: not allocated"]
+    nodes = {(pods.get((metadata["namespace"], r.get("name", ""))) or {}).get("spec", {})
+             .get("nodeName") for r in status.get("reservedFor") or []}  # fmt: skip
+    wrong = [
+        r for r in results
+        if (r.get("pool"), r.get("driver"), r.get("device")) not in published
+        or r.get("pool") not in nodes
+    ]  # fmt: skip
+    if wrong:
+        return [f"{where}: devices {wrong} are not on its pod's node {sorted(map(str, nodes))}"]
+    return []
 
 
 def _pod_problems(pod: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> list[str]:
@@ -212,9 +234,12 @@ def routing_problems(control: Client) -> list[str]:
     """Each ModelService's HTTPRoute routes to every Ready ModelEndpoint its selectors match."""
     problems = []
     api = "modelplane.ai/v1alpha1"
+    services = control.list(api, "ModelService")
+    if not services:
+        return []
     endpoints = control.list(api, "ModelEndpoint")
     routes = control.list("gateway.networking.k8s.io/v1", "HTTPRoute")
-    for service in control.list(api, "ModelService"):
+    for service in services:
         namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
         wanted = set()
         for entry in service["spec"].get("endpoints") or []:

@@ -27,9 +27,10 @@ OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/
 DESIGN = REPOSITORY / "design" / "simulate.md"
 # Conditions only the real Crossplane writes, about its own machinery rather than the XR.
 CROSSPLANE_ONLY = {"Responsive"}
-# ReadinessKnown=True is the normal case said out loud, present only once a composed resource
-# was seen without a Ready condition (which depends on timing); absent means the same.
-NORMAL = {("ReadinessKnown", "True")}
+# The normal case said out loud, present only after a transient the real plane's timing
+# produces (a composed resource seen before its provider wrote Ready; a replica's readiness not
+# yet known to its deployment); absent means the same.
+NORMAL = {("ReadinessKnown", "True"), ("EndpointsHeld", "False")}
 # A composed resource the function does not name gets <XR name>-<12 hex> from Crossplane.
 GENERATED = re.compile(r"-[0-9a-f]{12}$")
 

@@ -393,7 +393,7 @@ def _outcome(
         message = f"endpoints kept as they are: {unknowns.message()}"
         outcome.condition(ENDPOINTS_HELD, True, "InputUnknown", message)
     elif _previous(request.composite, ENDPOINTS_HELD, "status") == "True":
-        outcome.condition(ENDPOINTS_HELD, False, "InputsKnown")
+        outcome.condition(ENDPOINTS_HELD, False, "InputsKnown", normal=True)
     previous = _previous_reason(request.composite)
     if result.checked == 0:
         outcome.condition(SCHEDULED, False, "NoClusters")
