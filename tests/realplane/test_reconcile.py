@@ -38,6 +38,7 @@ def runs(
     if ops is not None:
         report.record(("operations",), {
             "scale": ops.scale, "drain_min_serving": ops.drain_min_serving,
+            "drain_moved": ops.drain_moved,
             "delete_clean": all(r.deletion.clean and r.deletion.order_ok for r in done.values()),
             "restore_untouched": ops.restore_untouched,
             "unplaceable_agrees": ops.unplaceable.get("agree", False),
@@ -89,6 +90,7 @@ def test_operations_hold_on_the_real_plane(runs: dict[str, reconcile.ExampleRun]
     ops = runs[operations.EXAMPLE].operations
     assert ops is not None
     assert ops.scale, ops.notes
+    assert ops.drain_moved, ops.notes
     assert ops.drain_min_serving >= 1, ops.drain_series
     assert ops.restore_untouched, ops.notes
 

@@ -2,10 +2,11 @@
 
 * scale: ``kubectl scale`` the ModelDeployment down to one replica and back, converging each
   time (the scale subresource, the scheduler, the remote Deployments following);
-* drain: taint the InferenceCluster ``NoExecute`` and record, every few seconds, how many
-  replicas are Ready and routed (the ModelService's HTTPRoute backends); the drain must never
-  leave the model unserved. With one cluster the replicas have nowhere to go: the drain is
-  blocked and they keep serving, which is what a user must see;
+* drain: a second InferenceCluster (``lab-b``, the same pool on the second workload cluster)
+  joins; ``lab`` is tainted ``NoExecute`` until every replica serves from ``lab-b``, then
+  ``lab-b`` until they are all back; every 3 s the replicas Ready and the endpoints served (Ready
+  and routed by the ModelService's HTTPRoute) are recorded. The model must never be unserved.
+  Then ``lab-b`` is deleted again;
 * restore: every Modelplane object's status wiped (a backup restored without status), then the
   example re-applied with kubectl; nothing on the workload cluster may be deleted or created;
 * unplaceable: a hand-written ModelReplica claiming a GPU no node of its pool has
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import shutil
 import tempfile
@@ -24,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from modelplane_realplane import reconcile, simparity, workload
+from modelplane_realplane import fleet, reconcile, simparity, workload
 from modelplane_realplane.clusters import Plane
 from modelplane_realplane.kubeapi import ApiError, Client, is_true
 from modelplane_realplane.paths import REPOSITORY
@@ -33,6 +35,7 @@ EXAMPLE = "quickstart"
 DEPLOYMENT = ("ml-team", "qwen3-8b")
 SERVICE = ("ml-team", "chat")
 CLUSTER = "lab"
+SECOND_CLUSTER = "lab-b"  # the same pool again, on the second workload cluster
 API = "modelplane.ai/v1alpha1"
 TAINT = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
 
@@ -41,7 +44,8 @@ TAINT = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
 class Operations:
     scale: bool = False
     drain_min_serving: int = 0
-    drain_series: list[dict[str, float | int]] = dataclasses.field(default_factory=list)
+    drain_series: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    drain_moved: bool = False
     restore_untouched: bool = False
     unplaceable: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -50,8 +54,11 @@ class Operations:
 def run(plane: Plane, context: reconcile.ExampleContext) -> Operations:
     done = Operations()
     done.scale = _scale(plane, done.notes)
-    done.drain_series = _drain(plane)
+    done.drain_series = _drain(plane, context, done.notes)
     done.drain_min_serving = min((int(p["serving"]) for p in done.drain_series), default=0)
+    done.drain_moved = not any(n.startswith("drain ") for n in done.notes) and bool(
+        done.drain_series
+    )
     done.restore_untouched = _restore(plane, context, done.notes)
     done.unplaceable = _unplaceable(plane, context, done.notes)
     return done
@@ -90,43 +97,103 @@ def _scale(plane: Plane, notes: list[str]) -> bool:
     return ok
 
 
-def serving(control: Client) -> tuple[int, int]:
-    """(replicas Ready, backends the ModelService's HTTPRoute routes to)."""
+def serving(control: Client) -> dict[str, Any]:
+    """Replicas Ready, where they run, and how many are served: Ready endpoints whose backend
+    the ModelService's HTTPRoute routes to."""
     namespace, name = DEPLOYMENT
     replicas = [
         r
         for r in control.list(API, "ModelReplica", namespace)
         if (r["metadata"].get("labels") or {}).get("modelplane.ai/deployment") == name
     ]
-    ready = sum(is_true(r, "Ready") for r in replicas)
-    routed = 0
-    for route in control.list("gateway.networking.k8s.io/v1", "HTTPRoute", SERVICE[0]):
-        if (route["metadata"].get("labels") or {}).get("crossplane.io/composite") == SERVICE[1]:
-            routed += sum(len(rule.get("backendRefs") or []) for rule in route["spec"]["rules"])
-    return ready, routed
+    ready_backends = {
+        ((e.get("status") or {}).get("routing") or {}).get("backendName")
+        for e in control.list(API, "ModelEndpoint", namespace)
+        if is_true(e, "Ready")
+        and (e["metadata"].get("labels") or {}).get("modelplane.ai/deployment") == name
+    }
+    routed = {
+        ref.get("name")
+        for route in control.list("gateway.networking.k8s.io/v1", "HTTPRoute", SERVICE[0])
+        if (route["metadata"].get("labels") or {}).get("crossplane.io/composite") == SERVICE[1]
+        for rule in route["spec"].get("rules") or []
+        for ref in rule.get("backendRefs") or []
+    }
+    return {
+        "ready": sum(is_true(r, "Ready") for r in replicas),
+        "serving": len(ready_backends & routed),
+        "clusters": sorted(str(r["spec"].get("clusterName")) for r in replicas),
+    }
 
 
-def _drain(plane: Plane, seconds: float = 45, every: float = 3) -> list[dict[str, float | int]]:
+def _second_cluster(plane: Plane, example: Path) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The example's InferenceCluster again, as ``lab-b`` on the second workload cluster:
+    (what to apply on the control plane, the nodes and devices it has)."""
+    manifests = fleet.read_manifests(example)
+    first = next(m for m in manifests if m.get("kind") == "InferenceCluster")
+    second = copy.deepcopy(first)
+    second["metadata"] = {"name": SECOND_CLUSTER, "labels": first["metadata"].get("labels", {})}
+    secret = f"{SECOND_CLUSTER}-kubeconfig"
+    second["spec"]["cluster"]["existing"]["secretRef"]["name"] = secret
+    documents = [workload.kubeconfig_secret(plane, secret, "modelplane-system", workload.SECOND),
+                 second]  # fmt: skip
+    return documents, fleet.cluster_objects([*manifests, second], SECOND_CLUSTER)
+
+
+def _taint(control: Client, cluster: str, taints: list[dict[str, Any]]) -> None:
+    control.request("PATCH", control.path(API, "InferenceCluster", None, cluster),
+                    {"spec": {"taints": taints or None}},
+                    content_type="application/merge-patch+json")  # fmt: skip
+
+
+def _move(plane: Plane, source: str, target: str, series: list[dict[str, Any]], *,
+          timeout: float = 300, every: float = 3) -> bool:  # fmt: skip
+    """Taint ``source`` NoExecute and sample until every replica serves from ``target``."""
     control = plane.client()
-    cluster = control.get(API, "InferenceCluster", CLUSTER)
-    control.request(
-        "PATCH", control.path(API, "InferenceCluster", None, CLUSTER),
-        {"spec": {"taints": [*(cluster["spec"].get("taints") or []), TAINT]}},
-        content_type="application/merge-patch+json",
-    )  # fmt: skip
-    series = []
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        ready, routed = serving(control)
-        series.append({"t": round(time.monotonic() - started, 1), "ready": ready,
-                       "routed": routed, "serving": min(ready, routed)})  # fmt: skip
+    _taint(control, source, [TAINT])
+    started, done = time.monotonic(), False
+    while time.monotonic() - started < timeout and not done:
+        try:
+            sample = serving(control)
+        except (ApiError, OSError, KeyError) as error:
+            sample = {"error": repr(error), "ready": 0, "serving": 0, "clusters": []}
+        sample = {"t": round(time.monotonic() - started, 1), "from": source, **sample}
+        series.append(sample)
+        wanted = len(sample["clusters"]) or 1
+        done = set(sample["clusters"]) == {target} and sample["serving"] >= wanted
         time.sleep(every)
-    control.request(
-        "PATCH", control.path(API, "InferenceCluster", None, CLUSTER),
-        {"spec": {"taints": cluster["spec"].get("taints")}},
-        content_type="application/merge-patch+json",
-    )  # fmt: skip
+    _taint(control, source, [])
+    return done
+
+
+def _drain(plane: Plane, context: reconcile.ExampleContext, notes: list[str]
+           ) -> list[dict[str, Any]]:  # fmt: skip
+    """Drain ``lab`` onto a second cluster and back, sampling what serves every 3 s."""
+    control, second = plane.client(), plane.client(workload.SECOND)
+    documents, objects = _second_cluster(plane, context.example)
+    fleet.apply_objects(second, objects)
+    for document in documents:
+        control.apply(document)
+    series: list[dict[str, Any]] = []
+    if _settle(plane, "a second cluster", lambda: True, notes):
+        for source, target in ((CLUSTER, SECOND_CLUSTER), (SECOND_CLUSTER, CLUSTER)):
+            if not _move(plane, source, target, series):
+                notes.append(f"drain {source} -> {target}: replicas did not all move")
+    control.delete(API, "InferenceCluster", SECOND_CLUSTER)
+    gone = _settle(plane, "the second cluster deleted", lambda: control_lacks(control), notes)
+    notes += [] if gone else ["the second cluster was not deleted"]
+    for obj in reversed(objects):
+        second.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+    control.delete("v1", "Secret", f"{SECOND_CLUSTER}-kubeconfig", "modelplane-system")
     return series
+
+
+def control_lacks(control: Client) -> bool:
+    try:
+        control.get(API, "InferenceCluster", SECOND_CLUSTER)
+    except ApiError as error:
+        return error.code == 404
+    return False
 
 
 def remote_uids(remote: Client) -> set[str]:

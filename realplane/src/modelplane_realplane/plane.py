@@ -77,7 +77,8 @@ def up(run: Path = RUN, with_functions: bool = True, kubernetes_only: bool = Fal
             _start_functions(plane)
             _start_runtime(plane)
         if with_workload:
-            workload.start(plane)
+            for prefix in workload.WORKLOADS:
+                workload.start(plane, prefix)
             _start_standins(plane)
     except BaseException:
         down(run)
@@ -242,7 +243,7 @@ def _start_standins(plane: Plane) -> None:
     plane.start("standins", [
         sys.executable, "-m", "modelplane_realplane.fleet",
         "--kubeconfig", str(plane.kubeconfig),
-        "--kubeconfig", str(plane.kubeconfig_of(workload.WORKLOAD)),
+        *(f"--kubeconfig={plane.kubeconfig_of(prefix)}" for prefix in workload.WORKLOADS),
         *(f"--gateway-controller={name}" for name in GATEWAY_CONTROLLERS),
     ])  # fmt: skip
     log = plane.logs / "standins.log"

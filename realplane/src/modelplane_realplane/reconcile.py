@@ -150,29 +150,31 @@ def _remote_manifests(client: Client) -> list[dict[str, Any]]:
     return manifests
 
 
-def workload_problems(control: Client, remote: Client) -> list[str]:
-    """Every Deployment and LeaderWorkerSet Modelplane composed is up, its pods Running on
-    nodes of the pool they ask for, their ResourceClaims allocated."""
+def workload_problems(control: Client, remotes: list[Client]) -> list[str]:
+    """Every Deployment and LeaderWorkerSet Modelplane composed is up (on whichever workload
+    cluster it went to), its pods Running on nodes of the pool they ask for, their
+    ResourceClaims allocated from devices of those nodes."""
     problems = []
     for manifest in _remote_manifests(control):
         kind, metadata = manifest.get("kind"), manifest.get("metadata") or {}
         where = f"{kind} {metadata.get('namespace')}/{metadata.get('name')} (workload cluster)"
         if kind in ("Deployment", "LeaderWorkerSet"):
-            found = _get(remote, manifest)
+            found = next((f for f in (_get(r, manifest) for r in remotes) if f), None)
             if found is None:
                 problems.append(f"{where}: missing")
             elif not is_true(found, "Available"):
                 problems.append(f"{where}: not Available ({_status_line(found)})")
-    nodes = {n["metadata"]["name"]: n for n in remote.list("v1", "Node")}
-    for pod in remote.list("v1", "Pod"):
-        problems += _pod_problems(pod, nodes)
-    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p
-            for p in remote.list("v1", "Pod")}  # fmt: skip
-    published = {(s["spec"]["pool"]["name"], s["spec"]["driver"], d["name"])
-                 for s in remote.list("resource.k8s.io/v1", "ResourceSlice")
-                 for d in s["spec"].get("devices") or []}  # fmt: skip
-    for claim in remote.list("resource.k8s.io/v1", "ResourceClaim"):
-        problems += _claim_problems(claim, pods, published)
+    for remote in remotes:
+        nodes = {n["metadata"]["name"]: n for n in remote.list("v1", "Node")}
+        pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p
+                for p in remote.list("v1", "Pod")}  # fmt: skip
+        for pod in pods.values():
+            problems += _pod_problems(pod, nodes)
+        published = {(s["spec"]["pool"]["name"], s["spec"]["driver"], d["name"])
+                     for s in remote.list("resource.k8s.io/v1", "ResourceSlice")
+                     for d in s["spec"].get("devices") or []}  # fmt: skip
+        for claim in remote.list("resource.k8s.io/v1", "ResourceClaim"):
+            problems += _claim_problems(claim, pods, published)
     return problems
 
 
@@ -265,9 +267,11 @@ def routing_problems(control: Client) -> list[str]:
 
 
 def problems(plane: Plane) -> list[str]:
-    control, remote = plane.client(), plane.client(workload.WORKLOAD)
+    control = plane.client()
+    remotes = [plane.client(prefix) for prefix in workload.WORKLOADS
+               if prefix + "kube-apiserver" in plane.ports]  # fmt: skip
     return (control_plane_problems(control) + routing_problems(control)
-            + workload_problems(control, remote))  # fmt: skip
+            + workload_problems(control, remotes))  # fmt: skip
 
 
 def converge(plane: Plane, example: Path, work: Path, timeout: float = 600) -> Outcome:
@@ -353,7 +357,8 @@ def delete(plane: Plane, example: Path, timeout: float = 300) -> Deletion:
                            metadata.get("namespace"))  # fmt: skip
         except ApiError as error:  # Usage protection: replayed once the Usage is gone
             refused.append(f"{obj['kind']} {metadata['name']}: {error}"[:300])
-    remote = plane.client(workload.WORKLOAD)
+    remotes = [plane.client(prefix) for prefix in workload.WORKLOADS
+               if prefix + "kube-apiserver" in plane.ports]  # fmt: skip
     gone: dict[str, float] = {}
     deadline = time.monotonic() + timeout
     while True:
@@ -364,7 +369,9 @@ def delete(plane: Plane, example: Path, timeout: float = 300) -> Deletion:
                 gone[label] = elapsed
         if "replica Objects" not in gone and not _replica_objects(control):
             gone["replica Objects"] = elapsed
-        left = control_plane_leftovers(control) + sorted(inventory(remote))
+        left = control_plane_leftovers(control) + sorted(
+            item for remote in remotes for item in inventory(remote)
+        )
         if (not left and len(gone) == len(targets) + 1) or time.monotonic() > deadline:
             break
         time.sleep(2)

@@ -20,6 +20,9 @@ from modelplane_realplane import processes
 from modelplane_realplane.build import binary
 
 WORKLOAD = "workload-"
+# A second workload cluster, for what needs two: a drain moves replicas to another cluster.
+SECOND = "workload2-"
+WORKLOADS = (WORKLOAD, SECOND)
 PORTS = (
     "etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
     "lws-webhook", "lws-metrics", "lws-health",
@@ -28,13 +31,13 @@ LWS_NAMESPACE = "lws-system"
 LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
 
 
-def start(plane: planes.Plane) -> None:
-    """Start the workload cluster beside ``plane`` (its ports and processes prefixed)."""
+def start(plane: planes.Plane, prefix: str = WORKLOAD) -> None:
+    """Start a workload cluster beside ``plane`` (its ports and processes prefixed)."""
     for name in PORTS:
-        plane.ports[WORKLOAD + name] = processes.free_port()
-    planes.start_kubernetes(plane, WORKLOAD)
-    kubeconfig = str(plane.kubeconfig_of(WORKLOAD))
-    scheduler = WORKLOAD + "kube-scheduler"
+        plane.ports[prefix + name] = processes.free_port()
+    planes.start_kubernetes(plane, prefix)
+    kubeconfig = str(plane.kubeconfig_of(prefix))
+    scheduler = prefix + "kube-scheduler"
     plane.start(scheduler, [
         str(binary("kube-scheduler")), f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
@@ -49,7 +52,7 @@ def start(plane: planes.Plane) -> None:
         *sorted((stages / "pod" / "fast").glob("*.yaml")),
     ]
     configs = [path for path in configs if path.name != "kustomization.yaml"]
-    kwok = WORKLOAD + "kwok"
+    kwok = prefix + "kwok"
     plane.start(kwok, [
         str(binary("kwok")), f"--kubeconfig={kubeconfig}",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
@@ -59,41 +62,37 @@ def start(plane: planes.Plane) -> None:
         *(f"--config={path}" for path in configs),
     ])  # fmt: skip
     plane.ready(kwok, lambda: processes.port_open(plane.ports[kwok]), timeout=60)
-    start_lws(plane)
+    start_lws(plane, prefix)
 
 
-def start_lws(plane: planes.Plane) -> None:
+def start_lws(plane: planes.Plane, prefix: str = WORKLOAD) -> None:
     """The LeaderWorkerSet controller, started as the ``lws`` release's Deployment would be:
     its webhooks registered (by URL, served on 127.0.0.1), and the process itself waiting, like
     an init container, until the release has installed the LeaderWorkerSet CRD."""
-    client = plane.client(WORKLOAD)
-    port = plane.ports[WORKLOAD + "lws-webhook"]
-    health = plane.ports[WORKLOAD + "lws-health"]
+    client = plane.client(prefix)
+    port = plane.ports[prefix + "lws-webhook"]
+    health = plane.ports[prefix + "lws-health"]
     config = {
         "apiVersion": "config.lws.x-k8s.io/v1alpha1",
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(plane.run / "webhook-tls")},
-        "metrics": {"bindAddress": f"127.0.0.1:{plane.ports[WORKLOAD + 'lws-metrics']}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{plane.ports[prefix + 'lws-metrics']}"},
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
     }
-    path = plane.run / "lws-config.yaml"
+    path = plane.run / f"{prefix}lws-config.yaml"
     path.write_text(yaml.safe_dump(config))
     for webhook in lws_webhooks(f"https://127.0.0.1:{port}", (plane.pki / "ca.crt").read_bytes()):
         client.apply(webhook)
-    kubeconfig = str(plane.kubeconfig_of(WORKLOAD))
+    kubeconfig = str(plane.kubeconfig_of(prefix))
     wait_for_crd = (
         f'until "{binary("kubectl")}" --kubeconfig="{kubeconfig}" wait --for=condition=Established'
         f" crd/{LWS_CRD} --timeout=30s >/dev/null 2>&1; do sleep 1; done; "
         f'exec "{binary("lws")}" --config="{path}"'
     )
-    plane.start(WORKLOAD + "lws", ["sh", "-c", wait_for_crd],
+    plane.start(prefix + "lws", ["sh", "-c", wait_for_crd],
                 {"KUBECONFIG": kubeconfig, "POD_NAMESPACE": LWS_NAMESPACE})  # fmt: skip
-
-
-def lws_ready(plane: planes.Plane) -> bool:
-    return planes.http_ok(f"http://127.0.0.1:{plane.ports[WORKLOAD + 'lws-health']}/readyz")
 
 
 def lws_webhooks(base_url: str, ca: bytes) -> list[dict[str, Any]]:
@@ -119,9 +118,10 @@ def lws_webhooks(base_url: str, ca: bytes) -> list[dict[str, Any]]:
     return webhooks
 
 
-def kubeconfig_secret(plane: planes.Plane, name: str, namespace: str) -> dict[str, Any]:
-    """The Secret a platform team keeps the workload cluster's kubeconfig in."""
-    document = planes.kubeconfig_document(plane, WORKLOAD, inline=True)
+def kubeconfig_secret(plane: planes.Plane, name: str, namespace: str,
+                      prefix: str = WORKLOAD) -> dict[str, Any]:  # fmt: skip
+    """The Secret a platform team keeps a workload cluster's kubeconfig in."""
+    document = planes.kubeconfig_document(plane, prefix, inline=True)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
