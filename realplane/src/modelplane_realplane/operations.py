@@ -37,6 +37,7 @@ SERVICE = ("ml-team", "chat")
 CLUSTER = "lab"
 SECOND_CLUSTER = "lab-b"  # the same pool again, on the second workload cluster
 API = "modelplane.ai/v1alpha1"
+RESTORE_WATCH = 30.0  # seconds the workload cluster is watched after a restore
 TAINT = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
 
 
@@ -180,20 +181,28 @@ def _drain(plane: Plane, context: reconcile.ExampleContext, notes: list[str]
             if not _move(plane, source, target, series):
                 notes.append(f"drain {source} -> {target}: replicas did not all move")
     control.delete(API, "InferenceCluster", SECOND_CLUSTER)
-    gone = _settle(plane, "the second cluster deleted", lambda: control_lacks(control), notes)
-    notes += [] if gone else ["the second cluster was not deleted"]
+    # Its kubeconfig and nodes go last: its releases and objects need them to uninstall.
+    gone = _settle(plane, "the second cluster deleted", lambda: not _remains(control), notes)
+    notes += [] if gone else [f"the second cluster was not deleted: {_remains(control)}"]
     for obj in reversed(objects):
         second.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
     control.delete("v1", "Secret", f"{SECOND_CLUSTER}-kubeconfig", "modelplane-system")
     return series
 
 
-def control_lacks(control: Client) -> bool:
-    try:
-        control.get(API, "InferenceCluster", SECOND_CLUSTER)
-    except ApiError as error:
-        return error.code == 404
-    return False
+def _remains(control: Client) -> list[str]:
+    """What of the second cluster is still on the control plane (its XR, stack, releases and
+    objects are all named after it)."""
+    left = []
+    for api_version, kind in [(API, "InferenceCluster"), *reconcile.MANAGED_KINDS]:
+        try:
+            items = control.list(api_version, kind)
+        except (ApiError, KeyError):
+            continue
+        left += [f"{kind} {i['metadata']['name']}" for i in items
+                 if i["metadata"]["name"] == SECOND_CLUSTER
+                 or i["metadata"]["name"].startswith(SECOND_CLUSTER + "-")]  # fmt: skip
+    return left
 
 
 def remote_uids(remote: Client) -> set[str]:
@@ -227,12 +236,18 @@ def _restore(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) 
                 content_type="application/merge-patch+json",
             )  # fmt: skip
     reconcile.apply(plane, context.example, context.work)
+    # Watched for a while, not read once: every function runs again on status-less XRs (two
+    # settling TTLs at least) and anything it got wrong would show as a changed UID.
+    changed: set[str] = set()
+    watched_until = time.monotonic() + RESTORE_WATCH
+    while time.monotonic() < watched_until:
+        changed |= before ^ remote_uids(remote)
+        time.sleep(3)
     settled = _settle(plane, "after restore", lambda: True, notes)
-    after = remote_uids(remote)
-    if before != after:
-        notes.append(f"restore changed the workload cluster: gone {sorted(before - after)}, "
-                     f"new {sorted(after - before)}")  # fmt: skip
-    return settled and before == after
+    changed |= before ^ remote_uids(remote)
+    if changed:
+        notes.append(f"restore changed the workload cluster: {sorted(changed)}")
+    return settled and not changed
 
 
 UNPLACEABLE = REPOSITORY / "tests" / "data" / "unplaceable-replica.yaml"

@@ -27,6 +27,12 @@ from modelplane_realplane.kubeapi import ApiError, Client, condition, is_true
 EXAMPLES = ("quickstart", "multi-node", "disaggregated", "canary")
 OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/v1alpha2")
 RELEASE_API = "helm.m.crossplane.io/v1beta1"
+# What a cluster's stack leaves on the control plane while it uninstalls.
+MANAGED_KINDS = (
+    ("infrastructure.modelplane.ai/v1alpha1", "ServingStack"),
+    (RELEASE_API, "Release"),
+    (OBJECT_APIS[0], "Object"),
+)
 
 
 @dataclasses.dataclass
