@@ -256,7 +256,8 @@ UNPLACEABLE = REPOSITORY / "tests" / "data" / "unplaceable-replica.yaml"
 def replica_conditions(replica: dict[str, Any]) -> list[str]:
     return sorted(f"{c.get('type')}={c.get('status')} ({c.get('reason')})"
                   for c in (replica.get("status") or {}).get("conditions") or []
-                  if c.get("type") not in simparity.CROSSPLANE_ONLY)  # fmt: skip
+                  if c.get("type") not in simparity.CROSSPLANE_ONLY
+                  and (c.get("type"), c.get("status")) not in simparity.NORMAL)  # fmt: skip
 
 
 def _pending_message(remote: Client, replica: str) -> str | None:
