@@ -49,15 +49,15 @@ OBSERVED = {"config": {**CONFIG_MAP, "status": {"conditions": [{"type": "Ready",
     [
         ((True, False), True, OBSERVED, 60),  # everything settled: look again in a minute
         ((False, True), True, OBSERVED, 60),  # False is this condition's normal case
-        ((False, False), True, OBSERVED, 10),  # a condition still says not yet
-        ((None, False), True, OBSERVED, 10),  # Unknown
-        ((True, False), True, {}, 10),  # the ConfigMap is not created yet
-        ((True, False), False, OBSERVED, 10),  # composed but not ready
+        ((False, False), True, OBSERVED, 5),  # a condition still says not yet
+        ((None, False), True, OBSERVED, 5),  # Unknown
+        ((True, False), True, {}, 5),  # the ConfigMap is not created yet
+        ((True, False), False, OBSERVED, 5),  # composed but not ready
     ],
 )  # fmt: skip
 def test_a_function_looks_again_soon_while_anything_settles(
     condition: tuple[bool | None, bool], ready: bool | None, observed: dict, ttl: int
 ) -> None:
     """Crossplane watches composed resources, not required ones: a function waiting on
-    anything asks to be called again in 10 s rather than the usual minute."""
+    anything asks to be called again in 5 s rather than the usual minute."""
     assert _ttl(OneConfigMap(condition, ready), observed) == timedelta(seconds=ttl)

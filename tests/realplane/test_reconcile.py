@@ -14,6 +14,8 @@ from modelplane_realplane import install, operations, reconcile, report, simpari
 from modelplane_realplane.paths import REPOSITORY
 
 EXAMPLES = reconcile.EXAMPLES
+# The session fixture applies, operates and deletes four examples (about ten minutes).
+pytestmark = pytest.mark.timeout(2400)
 
 
 @pytest.fixture(scope="session")

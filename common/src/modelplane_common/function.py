@@ -31,7 +31,7 @@ DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
 # composed resource changes: a resource read through requirements (a ModelService's endpoints,
 # a deployment's clusters) is not watched. While anything is still settling, look again soon.
-SETTLING_TTL = timedelta(seconds=10)
+SETTLING_TTL = timedelta(seconds=5)
 # Pipeline context key carrying "now" (RFC 3339) for functions that judge elapsed time.
 # `modelplane simulate` sets it from its simulated clock and `modelplane render` takes it from
 # --context-values, so their output is deterministic; a real control plane leaves it unset and

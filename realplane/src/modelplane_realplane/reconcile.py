@@ -27,12 +27,6 @@ from modelplane_realplane.kubeapi import ApiError, Client, condition, is_true
 EXAMPLES = ("quickstart", "multi-node", "disaggregated", "canary")
 OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/v1alpha2")
 RELEASE_API = "helm.m.crossplane.io/v1beta1"
-# What a cluster's stack leaves on the control plane while it uninstalls.
-MANAGED_KINDS = (
-    ("infrastructure.modelplane.ai/v1alpha1", "ServingStack"),
-    (RELEASE_API, "Release"),
-    (OBJECT_APIS[0], "Object"),
-)
 
 
 @dataclasses.dataclass
@@ -452,5 +446,7 @@ def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None
         operated = operate(plane, ExampleContext(example, work))
     deletion = delete(plane, example)
     print(f"{example.name}: deleted clean={deletion.clean} in {deletion.seconds} s", flush=True)
+    for cleanup in getattr(operated, "after_deletion", []):
+        cleanup()
     remove_fleet(plane, fleets)
     return ExampleRun(outcome, differences, deletion, operated)

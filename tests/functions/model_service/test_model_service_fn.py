@@ -426,14 +426,14 @@ def test_spec_the_schema_would_reject_holds_the_existing_route():
 def test_a_service_looks_again_soon_because_its_endpoints_are_not_watched() -> None:
     """Crossplane re-runs a pipeline on a composed resource's change or after the response's
     TTL; endpoints arrive through requirements, which it does not watch. A new replica must be
-    routed within seconds: 10 s while anything settles, 15 s once routed."""
+    routed within seconds: 5 s while anything settles, 15 s once routed."""
     xr = service(({"modelplane.ai/deployment": "qwen"}, None))
     pool = [replica("qwen", "a", "10.0.0.1")]
     creating = run(xr, resolve(xr, pool))
-    assert creating.meta.ttl.ToTimedelta() == timedelta(seconds=10)
+    assert creating.meta.ttl.ToTimedelta() == timedelta(seconds=5)
     routed = run(xr, resolve(xr, pool), {"httproute": accepted(route_of(creating))})
     assert condition(routed, "RoutingReady").status == fnv1.STATUS_CONDITION_TRUE
     assert routed.meta.ttl.ToTimedelta() == timedelta(seconds=15)
     waiting = run(xr, resolve(xr, []))
     assert condition(waiting, "EndpointsResolved").reason == "NoEndpoints"
-    assert waiting.meta.ttl.ToTimedelta() == timedelta(seconds=10)
+    assert waiting.meta.ttl.ToTimedelta() == timedelta(seconds=5)
