@@ -199,19 +199,10 @@ def _drain(plane: Plane, context: reconcile.ExampleContext, notes: list[str],
 
 
 def remote_uids(remote: Client) -> set[str]:
-    """``Kind ns/name uid`` of what Modelplane made on the workload cluster."""
-    found = set()
-    for api_version, kind in reconcile.REMOTE_KINDS:
-        try:
-            items = remote.list(api_version, kind)
-        except (ApiError, KeyError):
-            continue
-        for item in items:
-            metadata = item["metadata"]
-            if kind == "Pod" or (kind == "Service" and metadata["name"] == "kubernetes"):
-                continue  # pods belong to their controllers; a restore must not touch those
-            found.add(f"{kind} {metadata.get('namespace')}/{metadata['name']} {metadata['uid']}")
-    return found
+    """``Kind ns/name uid`` of what Modelplane made on the workload cluster (pods aside: they
+    belong to their controllers; a restore must leave those controllers untouched)."""
+    kinds = tuple(k for k in reconcile.REMOTE_KINDS if k[1] != "Pod")
+    return reconcile.inventory(remote, kinds, with_uid=True)
 
 
 def _restore(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) -> bool:

@@ -78,11 +78,7 @@ def install_fleet(plane: Plane, example: Path) -> dict[str, list[dict[str, Any]]
     client = plane.client(workload.WORKLOAD)
     fleets = fleet.fleet_for_example(example)
     for objects in fleets.values():
-        for obj in objects:
-            status = obj.get("status")
-            client.apply({k: v for k, v in obj.items() if k != "status"})
-            if status and obj["kind"] == "Node":
-                client.patch_status("v1", "Node", obj["metadata"]["name"], status)
+        fleet.apply_objects(client, objects)
     return fleets
 
 
@@ -311,9 +307,10 @@ REMOTE_KINDS = (
 )  # fmt: skip
 
 
-def inventory(client: Client, kinds: tuple[tuple[str, str], ...] = REMOTE_KINDS) -> set[str]:
-    """``Kind namespace/name`` of every object of ``kinds`` (the built-in ``kubernetes``
-    Service aside)."""
+def inventory(client: Client, kinds: tuple[tuple[str, str], ...] = REMOTE_KINDS,
+              with_uid: bool = False) -> set[str]:  # fmt: skip
+    """``Kind namespace/name`` (and `` uid``) of every object of ``kinds`` (the built-in
+    ``kubernetes`` Service aside)."""
     found = set()
     for api_version, kind in kinds:
         try:
@@ -324,7 +321,8 @@ def inventory(client: Client, kinds: tuple[tuple[str, str], ...] = REMOTE_KINDS)
             metadata = item["metadata"]
             if kind == "Service" and metadata["name"] == "kubernetes":
                 continue
-            found.add(f"{kind} {metadata.get('namespace', '-')}/{metadata['name']}")
+            uid = f" {metadata['uid']}" if with_uid else ""
+            found.add(f"{kind} {metadata.get('namespace', '-')}/{metadata['name']}{uid}")
     return found
 
 
