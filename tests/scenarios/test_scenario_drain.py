@@ -88,6 +88,29 @@ def test_draining_a_cluster_never_drops_a_serving_replica(converged_example: Cal
     assert conditions(cluster)["ReplicasDrained"][:2] == ("True", "Drained")
 
 
+def test_a_drain_waits_for_a_model_service_that_has_not_routed_the_replacement_yet(
+    converged_example: Callable,
+):
+    # The real plane's order (issue 20): the deployment may see its replacement routable long
+    # before the ModelService's next reconcile adds it to the route. Paused here, the service
+    # is that slow reconcile; the old replica must keep serving until the route moves.
+    plane = fork(converged_example("multi-cluster").plane)
+    service = plane.key("ModelService", SERVICE, NAMESPACE)
+    plane.patch(service, {"metadata": {"annotations": {"crossplane.io/paused": "true"}}})
+    plane.patch(plane.key("InferenceCluster", "eks-us-east"), {"spec": {"taints": [MAINTENANCE]}})
+    history = rounds(plane)
+    assert all(now == {EKS_0} for _, now in history), history
+    assert replicas(plane, DEPLOYMENT) == {EKS_0: "eks-us-east", GKE_0: "gke-us-central"}
+    endpoint = plane.find("ModelEndpoint", GKE_0, NAMESPACE)
+    assert endpoint is not None and condition_status(endpoint, "Ready") == "True"
+
+    plane.patch(service, {"metadata": {"annotations": {"crossplane.io/paused": "false"}}})
+    history = rounds(plane)
+    assert min(len(now) for _, now in history) >= 1, history
+    assert replicas(plane, DEPLOYMENT) == {GKE_0: "gke-us-central"}
+    assert routed(plane, SERVICE) == {GKE_0: 1}
+
+
 def test_a_drain_with_nowhere_to_go_keeps_serving_and_both_objects_say_why(
     converged_example: Callable,
 ):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -52,18 +51,30 @@ class Operations:
     restore_untouched: bool = False
     unplaceable: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # per operation
 
 
 def run(plane: Plane, context: reconcile.ExampleContext) -> Operations:
     done = Operations()
+    clock = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        done.seconds[step] = round(time.monotonic() - clock, 1)
+        clock = time.monotonic()
+
     done.scale = _scale(plane, done.notes)
+    lap("scale")
     done.drain_series = _drain(plane, context, done.notes, done.after_deletion)
     done.drain_min_serving = min((int(p["serving"]) for p in done.drain_series), default=0)
     done.drain_moved = not any(n.startswith("drain ") for n in done.notes) and bool(
         done.drain_series
     )
+    lap("drain")
     done.restore_untouched = _restore(plane, context, done.notes)
+    lap("restore")
     done.unplaceable = _unplaceable(plane, context, done.notes)
+    lap("unplaceable")
     return done
 
 
@@ -237,6 +248,15 @@ def _restore(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) 
 UNPLACEABLE = REPOSITORY / "tests" / "data" / "unplaceable-replica.yaml"
 
 
+def unplaceable_scenario(example: Path, work: Path) -> Path:
+    """The example and the unplaceable replica in one directory, for simulate."""
+    together = work / f"{example.name}-unplaceable"
+    if not together.exists():
+        shutil.copytree(example, together)
+        shutil.copy(UNPLACEABLE, together / UNPLACEABLE.name)
+    return together
+
+
 def replica_conditions(replica: dict[str, Any]) -> list[str]:
     return sorted(f"{c.get('type')}={c.get('status')} ({c.get('reason')})"
                   for c in (replica.get("status") or {}).get("conditions") or []
@@ -275,11 +295,7 @@ def _unplaceable(plane: Plane, context: reconcile.ExampleContext,
         except (ApiError, KeyError):
             pass
         time.sleep(2)
-    with tempfile.TemporaryDirectory() as scratch:
-        together = Path(scratch) / "scenario"
-        shutil.copytree(context.example, together)
-        shutil.copy(UNPLACEABLE, together / UNPLACEABLE.name)
-        objects = simparity.simulated_objects(together)
+    objects = context.simulated_objects(unplaceable_scenario(context.example, context.work))
     simulated = next((replica_conditions(o) for o in objects if o.get("kind") == "ModelReplica"
                       and o["metadata"]["name"] == name), [])  # fmt: skip
     # Deleted with the example, which waits until its Objects are gone everywhere.

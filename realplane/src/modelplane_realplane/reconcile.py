@@ -417,6 +417,12 @@ def remove_fleet(plane: Plane, fleets: dict[str, list[dict[str, Any]]]) -> None:
 class ExampleContext:
     example: Path
     work: Path
+    simulations: simparity.Simulations | None = None
+
+    def simulated_objects(self, directory: Path) -> list[dict[str, Any]]:
+        if self.simulations is None:
+            return simparity.simulated_objects(directory)
+        return self.simulations.objects(directory)
 
 
 @dataclasses.dataclass
@@ -430,18 +436,21 @@ class ExampleRun:
 Operate = Callable[[Plane, ExampleContext], Any]
 
 
-def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None = None
-                ) -> ExampleRun:  # fmt: skip
-    """Apply, converge, compare with simulate, operate (optionally), delete, clear the fleet."""
+def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None = None,
+                simulations: simparity.Simulations | None = None) -> ExampleRun:  # fmt: skip
+    """Apply, converge, compare with simulate, operate (optionally), delete, clear the fleet.
+    ``simulations`` may already be running simulate on the example (and on what ``operate``
+    simulates)."""
+    context = ExampleContext(example, work, simulations)
     fleets = fleet.fleet_for_example(example)
     outcome = converge(plane, example, work)
     print(f"{example.name}: converged={outcome.ready} in {outcome.seconds} s", flush=True)
     control = plane.client()
-    differences = simparity.differences(simparity.simulated(example),
-                                        simparity.real(control, xr_kinds(control)))  # fmt: skip
+    simulated = simparity.snapshot(context.simulated_objects(example))
+    differences = simparity.differences(simulated, simparity.real(control, xr_kinds(control)))
     operated = None
     if operate is not None and outcome.ready:
-        operated = operate(plane, ExampleContext(example, work))
+        operated = operate(plane, context)
     deletion = delete(plane, example)
     print(f"{example.name}: deleted clean={deletion.clean} in {deletion.seconds} s", flush=True)
     for cleanup in getattr(operated, "after_deletion", []):

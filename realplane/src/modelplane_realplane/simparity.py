@@ -10,10 +10,12 @@ whose list ``documented`` reads so a test keeps both honest.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,25 @@ def simulated_objects(example: Path) -> list[dict[str, Any]]:
     if not objects:
         raise RuntimeError(f"simulate {example} printed nothing:\n{done.stderr[-2000:]}")
     return objects
+
+
+class Simulations:
+    """``modelplane simulate`` of several directories, one after the other in the background
+    (about one core), so that the real plane's waits hide them."""
+
+    def __init__(self, directories: Iterable[Path]) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._started = {d: self._pool.submit(simulated_objects, d) for d in directories}
+
+    def objects(self, directory: Path) -> list[dict[str, Any]]:
+        started = self._started.get(directory)
+        return started.result() if started else simulated_objects(directory)
+
+    def snapshot(self, directory: Path) -> Snapshot:
+        return snapshot(self.objects(directory))
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
 
 
 def real(client: Client, xr_kinds: list[tuple[str, str]]) -> Snapshot:

@@ -21,16 +21,15 @@ BROKEN = f.standalone("main", "device.driver ==")
 MAINTENANCE = {"key": "modelplane.ai/maintenance", "effect": "NoExecute"}
 
 
-def call(spec, clusters, observed, context=None):
+def call(spec, clusters, observed, context=None, routes=None):
     xr = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "ModelDeployment",
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": spec,
     }
-    request = make_request(
-        xr, observed=observed, required={"clusters": clusters, "all-replicas": []}
-    )
+    required = {"clusters": clusters, "all-replicas": [], "service-routes": routes or []}
+    request = make_request(xr, observed=observed, required=required)
     if context is not None:
         request.context.CopyFrom(struct_pb2.Struct())
         request.context.update(context)
@@ -48,7 +47,30 @@ def endpoint(cluster: str, index: int) -> dict:
         },
         ready_status(),
     )
-    body["status"]["routing"] = {"backendName": "svc"}
+    body["status"]["routing"] = {"backendName": backend(cluster, index)}
+    return body
+
+
+def backend(cluster: str, index: int) -> str:
+    return f"svc-{cluster}-{index}"
+
+
+def route(*backends: str, weight: int = 1) -> dict:
+    """A ModelService's HTTPRoute sending traffic to ``backends``."""
+    refs = [{"name": b, "port": 8000, "weight": weight} for b in backends]
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "chat-x1", "namespace": f.NAMESPACE},
+        "spec": {"rules": [{"backendRefs": refs}]},
+    }
+
+
+def weighted(weights: dict[str, int]) -> dict:
+    body = route()
+    body["spec"]["rules"][0]["backendRefs"] = [
+        {"name": name, "port": 8000, "weight": w} for name, w in weights.items()
+    ]
     return body
 
 
@@ -135,3 +157,55 @@ def test_a_tainted_cluster_keeps_the_old_endpoint_until_the_replacement_is_routa
     observed["endpoint-b-0"] = endpoint("b", 0)
     rsp = call(f.spec(1), [tainted, f.cluster("b")], observed)
     assert set(desired_resources(rsp)) == {"replica-b-0", "endpoint-b-0"}
+
+
+def _drained_when(routes) -> set[str]:
+    """Replica a-0 on a tainted cluster, its replacement b-0 Ready, Ready and routable: what
+    stays composed, given the HTTPRoutes of the namespace (None: not resolved yet)."""
+    observed = serving(("a", 0))
+    observed["replica-b-0"] = observe(f.replica(f.spec(1), "b", 0), ready_status())
+    observed["endpoint-b-0"] = endpoint("b", 0)
+    clusters = [f.cluster("a", taints=[MAINTENANCE]), f.cluster("b")]
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "m", "namespace": f.NAMESPACE},
+        "spec": f.spec(1),
+    }
+    required = {"clusters": clusters, "all-replicas": []}
+    if routes is not None:
+        required["service-routes"] = routes
+    rsp = run_function(
+        ModelDeploymentFunction(), make_request(xr, observed=observed, required=required)
+    )
+    return set(desired_resources(rsp))
+
+
+OLD = {"replica-a-0", "endpoint-a-0", "replica-b-0", "endpoint-b-0"}
+NEW = {"replica-b-0", "endpoint-b-0"}
+
+
+def test_a_draining_replica_waits_until_every_route_to_the_deployment_sends_to_its_successor():
+    # The real plane's drain (issue 20): the deployment saw the replacement routable before
+    # the ModelService had put it in its route; removing the old replica then left the route
+    # pointing only at a backend that was gone, and the model unserved.
+    cases = [
+        ("no ModelService routes to the deployment", [], NEW),
+        ("the route still sends only to the old backend", [route(backend("a", 0))], OLD),
+        ("the route sends to both", [route(backend("a", 0), backend("b", 0))], NEW),
+        ("the route already moved on", [route(backend("b", 0))], NEW),
+        (
+            "one service moved, another did not",
+            [route(backend("a", 0), backend("b", 0)), route(backend("a", 0))],
+            OLD,
+        ),
+        (
+            "a weight of zero sends nothing",
+            [weighted({backend("a", 0): 1, backend("b", 0): 0})],
+            OLD,
+        ),
+        ("another deployment's route does not matter", [route("svc-other")], NEW),
+        ("routes not resolved yet", None, OLD),
+    ]
+    for why, routes, stays in cases:
+        assert _drained_when(routes) == stays, why

@@ -36,7 +36,11 @@ def xr(spec: dict, conditions_: list[dict] | None = None) -> dict:
 
 
 def call(spec, clusters=None, replicas=None, observed=None, previous=None):
-    required = {} if clusters is None else {"clusters": clusters, "all-replicas": replicas or []}
+    required = (
+        {}
+        if clusters is None
+        else {"clusters": clusters, "all-replicas": replicas or [], "service-routes": []}
+    )
     request = make_request(xr(spec, previous), observed=observed or {}, required=required)
     return run_function(ModelDeploymentFunction(), request)
 
@@ -60,11 +64,14 @@ def test_unresolved_requirements_keep_what_exists_and_decide_nothing():
         ),
     }
     rsp = call(f.spec(1, clusterSelector={"matchLabels": {"tier": "prod"}}), observed=observed)
-    assert set(rsp.requirements.resources) == {"clusters", "all-replicas"}
+    assert set(rsp.requirements.resources) == {"clusters", "all-replicas", "service-routes"}
     assert requirement_labels(rsp, "clusters") == {"tier": "prod"}
     assert rsp.requirements.resources["all-replicas"].kind == "ModelReplica"
     assert requirement_labels(rsp, "all-replicas") == {}
     assert not rsp.requirements.resources["all-replicas"].namespace
+    # Routes are read in the deployment's own namespace only (where its ModelServices are).
+    assert rsp.requirements.resources["service-routes"].kind == "HTTPRoute"
+    assert rsp.requirements.resources["service-routes"].namespace == f.NAMESPACE
     assert set(desired_resources(rsp)) == {"replica-a-0", "endpoint-a-0"}
     assert "status" not in desired_resources(rsp)["replica-a-0"]
     assert list(rsp.conditions) == [] and list(rsp.results) == [] and desired_status(rsp) == {}

@@ -77,7 +77,7 @@ def _call(nodes_on_a: int, previous: list[dict] | None = None):
     }
     if previous:
         xr["status"] = {"conditions": previous}
-    required = {"clusters": clusters, "all-replicas": replicas}
+    required = {"clusters": clusters, "all-replicas": replicas, "service-routes": []}
     return run_function(
         ModelDeploymentFunction(), make_request(xr, observed=observed, required=required)
     )

@@ -152,7 +152,9 @@ def _call(deployment, clusters, replicas, observed):
         "spec": deployment,
     }
     request = make_request(
-        xr, observed=observed, required={"clusters": clusters, "all-replicas": replicas}
+        xr,
+        observed=observed,
+        required={"clusters": clusters, "all-replicas": replicas, "service-routes": []},
     )
     return ModelDeploymentFunction().run(request)
 
@@ -316,7 +318,11 @@ def test_unknown_inputs_never_drop_anything(scenario, bad_selector, unresolved):
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": broken if not unresolved else deployment,
     }
-    required = {} if unresolved else {"clusters": clusters, "all-replicas": ours + others}
+    required = (
+        {}
+        if unresolved
+        else {"clusters": clusters, "all-replicas": ours + others, "service-routes": []}
+    )
     rsp = ModelDeploymentFunction().run(make_request(xr, observed=observed, required=required))
     assert set(desired_resources(rsp)) == set(observed)
 

@@ -1,6 +1,7 @@
 """compose-model-deployment: the Crossplane glue around the fleet scheduler.
 
-Reads two required-resource sets (``clusters``, ``all-replicas``), runs the scheduler, and
+Reads three required-resource sets (``clusters``, ``all-replicas``, and the HTTPRoutes of its
+namespace, ``service-routes``), runs the scheduler, and
 composes one ModelReplica per placed replica plus one ModelEndpoint per replica that is Ready
 on a cluster that can serve (Ready, with a gateway address). Whenever the schedule cannot be
 computed (requirements not resolved yet, an invalid selector, a spec the schema would reject)
@@ -31,8 +32,10 @@ from compose_model_deployment import names, scheduler, wire
 from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
 
 API_VERSION = "modelplane.ai/v1alpha1"
+ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
 CLUSTERS = "clusters"
 ALL_REPLICAS = "all-replicas"
+SERVICE_ROUTES = "service-routes"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 # True while an endpoint is kept because what decides it cannot be read (issue 14); set only
@@ -44,12 +47,15 @@ _ENDPOINT_PREFIX = "endpoint-"
 JSON = dict[str, Any]
 
 
-def requirements(spec: Mapping[str, Any]) -> dict[str, Selector]:
+def requirements(spec: Mapping[str, Any], namespace: str | None) -> dict[str, Selector]:
     match_labels = ((spec.get("clusterSelector") or {}).get("matchLabels")) or {}
     return {
         CLUSTERS: Selector(API_VERSION, "InferenceCluster", match_labels=dict(match_labels)),
         # Every replica of every deployment, so the ledger sees the whole fleet's usage.
         ALL_REPLICAS: Selector(API_VERSION, "ModelReplica"),
+        # The routes ModelServices compose (in their own, hence our, namespace): a draining
+        # replica goes only once every route to this deployment sends traffic to its successor.
+        SERVICE_ROUTES: Selector(ROUTE_API_VERSION, "HTTPRoute", namespace=namespace),
     }
 
 
@@ -279,7 +285,7 @@ def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.Ob
 
 def compose(request: Request) -> Outcome:
     spec = request.spec
-    outcome = Outcome(requirements=requirements(spec))
+    outcome = Outcome(requirements=requirements(spec, request.namespace))
     wanted = spec.get("replicas", 1) if isinstance(spec.get("replicas"), int) else 1
     # Read straight from protobuf: decoding the whole fleet into dicts would cost more than
     # the schedule itself (see wire.py).
@@ -326,17 +332,45 @@ def _routable(endpoint: Mapping[str, Any] | None) -> bool:
 
 def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
     """Our replicas that are Ready and routed: Ready on a cluster that can serve, with their
-    ModelEndpoint Ready and routable. Only these let a draining replica go."""
+    ModelEndpoint Ready and routable, and sent traffic by every HTTPRoute that routes to this
+    deployment. Only these let a draining replica go: an endpoint that is merely routable may
+    not be in a ModelService's route yet, and removing its predecessor first would leave the
+    route pointing only at a backend that is gone."""
     by_name = {c.name: c for c in clusters}
-    found = set()
+    backends: dict[str, str] = {}
     for key, body in request.observed.items():
         if not key.startswith(_REPLICA_PREFIX):
             continue
         endpoint = request.observed.get(_ENDPOINT_PREFIX + key[len(_REPLICA_PREFIX) :])
         cluster = by_name.get(str(tolerant.text(body, "spec", "clusterName")))
         if _serves(body, cluster)[0] and _routable(endpoint):
-            found.add(tolerant.name_of(body))
-    return frozenset(found)
+            backends[tolerant.name_of(body)] = str(
+                tolerant.text(endpoint, "status", "routing", "backendName")
+            )
+    routes = request.required(SERVICE_ROUTES)
+    if routes is None:  # not resolved: nothing is proven routed, so nothing draining goes
+        return frozenset()
+    ours = {
+        str(tolerant.text(body, "status", "routing", "backendName"))
+        for key, body in request.observed.items()
+        if key.startswith(_ENDPOINT_PREFIX)
+    }
+    to_us = [sent for sent in map(weighted_backends, routes) if sent & ours]
+    return frozenset(
+        replica for replica, backend in backends.items() if all(backend in s for s in to_us)
+    )
+
+
+def weighted_backends(route: Mapping[str, Any]) -> set[str]:
+    """Names of the core Service backends a route sends traffic to (weight above zero)."""
+    found = set()
+    for rule in tolerant.maps(route, "spec", "rules"):
+        for ref in tolerant.maps(rule, "backendRefs"):
+            weight = ref.get("weight", 1)
+            kind, group = ref.get("kind", "Service"), ref.get("group", "")
+            if kind == "Service" and group == "" and (not isinstance(weight, int) or weight > 0):
+                found.add(str(ref.get("name", "")))
+    return found
 
 
 def _outcome(
