@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from modelplane_realplane import build, charts, components, processes, runtime
+from modelplane_realplane import build, charts, components, plane, processes, runtime
 from modelplane_realplane.components import COMPONENTS
 
 
@@ -138,3 +138,10 @@ def test_the_lws_controller_is_the_version_of_the_chart_modelplane_pins() -> Non
     versions must move together."""
     (lws,) = [c for c in charts.pinned_charts() if c.name == "lws"]
     assert components.BY_NAME["lws"].version == lws.version
+
+
+def test_provider_kubernetes_runs_with_the_arguments_the_install_gives_it() -> None:
+    # Replica and cache Objects set spec.watch; only --enable-watches makes the provider honour
+    # it, so the real plane must run what docs/manifests/providers.yaml configures.
+    assert plane.runtime_args("provider-kubernetes") == ["--enable-watches"]
+    assert plane.runtime_args("provider-helm") == []

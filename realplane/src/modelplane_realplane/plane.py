@@ -31,7 +31,7 @@ from modelplane_realplane.clusters import (
     start_kubernetes,
     wait_established,
 )
-from modelplane_realplane.paths import RUN
+from modelplane_realplane.paths import REPOSITORY, RUN
 
 NAMESPACE = "crossplane-system"
 # The gateway controllers Modelplane's GatewayClasses name (Traefik on the control plane,
@@ -154,6 +154,27 @@ def _start_crossplane(plane: Plane) -> None:
         client.apply(hook)
 
 
+PROVIDERS = REPOSITORY / "docs" / "manifests" / "providers.yaml"
+
+
+def runtime_args(provider: str) -> list[str]:
+    """The arguments docs/manifests/providers.yaml gives ``provider``'s container through its
+    DeploymentRuntimeConfig, so the real plane runs the provider as the install does."""
+    documents = [d for d in yaml.safe_load_all(PROVIDERS.read_text()) if d]
+    providers = [d for d in documents if d["kind"] == "Provider"]
+    config = next((d["spec"].get("runtimeConfigRef") for d in providers
+                   if d["metadata"]["name"] == provider), None)  # fmt: skip
+    if not config:
+        return []
+    runtime = next(d for d in documents if d["kind"] == "DeploymentRuntimeConfig"
+                   and d["metadata"]["name"] == config["name"])  # fmt: skip
+    template = ((runtime["spec"].get("deploymentTemplate") or {}).get("spec") or {}).get(
+        "template") or {}  # fmt: skip
+    containers = (template.get("spec") or {}).get("containers") or []
+    return [str(a) for c in containers if c.get("name") == "package-runtime"
+            for a in c.get("args") or []]  # fmt: skip
+
+
 def usage_webhooks(source: Path, base_url: str, ca: bytes) -> list[dict[str, Any]]:
     """Crossplane's webhook configurations (read from the pinned module), reaching the core
     process by URL instead of through its Service."""
@@ -194,6 +215,7 @@ def _start_providers(plane: Plane) -> None:
     health = plane.ports["provider-kubernetes-health"]
     plane.start("provider-kubernetes", _as_pod(plane, [
         str(binary("provider-kubernetes")), f"--health-probe-bind-addr=127.0.0.1:{health}",
+        *runtime_args("provider-kubernetes"),
     ]), env)  # fmt: skip
     plane.ready("provider-kubernetes", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"))
     # provider-helm serves no probe; with --debug it logs each kind its controllers' gate has

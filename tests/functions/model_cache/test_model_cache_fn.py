@@ -224,6 +224,7 @@ def test_rendered_example_matches_the_spec():
                 "policy": "DeriveFromCelQuery",
                 "celQuery": 'object.status.phase == "Bound"',
             },
+            "watch": True,
             "forProvider": {
                 "manifest": {
                     "apiVersion": "v1",
@@ -250,6 +251,7 @@ def test_rendered_example_matches_the_spec():
             'object.status.conditions.exists(c, c.type == "Complete" && c.status == "True")'
         ),
     }
+    assert job_object["spec"]["watch"] is True  # Complete is seen at once, not on a 30 s poll
     job = check_wrapped(job_object)
     assert job["metadata"] == {
         "name": "modelcache-ml-team-llama-70b-hydrate-00904",

@@ -159,7 +159,7 @@ def test_a_tainted_cluster_keeps_the_old_endpoint_until_the_replacement_is_routa
     assert set(desired_resources(rsp)) == {"replica-b-0", "endpoint-b-0"}
 
 
-def _drained_when(routes) -> set[str]:
+def _drain_response(routes):
     """Replica a-0 on a tainted cluster, its replacement b-0 Ready, Ready and routable: what
     stays composed, given the HTTPRoutes of the namespace (None: not resolved yet)."""
     observed = serving(("a", 0))
@@ -175,10 +175,13 @@ def _drained_when(routes) -> set[str]:
     required = {"clusters": clusters, "all-replicas": []}
     if routes is not None:
         required["service-routes"] = routes
-    rsp = run_function(
+    return run_function(
         ModelDeploymentFunction(), make_request(xr, observed=observed, required=required)
     )
-    return set(desired_resources(rsp))
+
+
+def _drained_when(routes) -> set[str]:
+    return set(desired_resources(_drain_response(routes)))
 
 
 OLD = {"replica-a-0", "endpoint-a-0", "replica-b-0", "endpoint-b-0"}
@@ -209,3 +212,14 @@ def test_a_draining_replica_waits_until_every_route_to_the_deployment_sends_to_i
     ]
     for why, routes, stays in cases:
         assert _drained_when(routes) == stays, why
+
+
+def test_a_drain_waiting_for_a_route_is_looked_at_again_within_seconds():
+    # Routes are required resources, which Crossplane does not watch: without a short TTL the
+    # old replica stayed a whole minute after its successor was routed (issue 20, measured).
+    waiting = _drain_response([route(backend("a", 0))])
+    assert waiting.meta.ttl.seconds == 5
+    # Drained, Ready and settled: the usual minute.
+    done = call(f.spec(1), [f.cluster("b")], serving(("b", 0)), routes=[route(backend("b", 0))])
+    assert set(desired_resources(done)) == {"replica-b-0", "endpoint-b-0"}
+    assert done.meta.ttl.seconds == 60

@@ -149,6 +149,8 @@ def wrapped(manifest: JSON, provider_config: str, cel_query: str, *, job: bool) 
         "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
         "readiness": {"policy": "DeriveFromCelQuery", "celQuery": cel_query},
         "forProvider": {"manifest": manifest},
+        # Watched, not polled every 30 s while unready: a staged cache is Ready sooner.
+        "watch": True,
     }
     if job:
         spec["managementPolicies"] = list(JOB_MANAGEMENT_POLICIES)

@@ -19,6 +19,7 @@ import pydantic
 from modelplane_common import drain_annotations, tolerant
 from modelplane_common.function import (
     CLOCK_CONTEXT_KEY,
+    SETTLING_TTL,
     CompositionFunction,
     Outcome,
     Request,
@@ -473,6 +474,10 @@ def _outcome(
     if placed == 0 or ready < wanted:
         # With nothing composed Crossplane would call the deployment trivially ready.
         outcome.composite_ready = False
+    if result.draining:
+        # What lets a draining replica go (its successor in every route) is read through
+        # requirements, which Crossplane does not watch: look again soon, not after the TTL.
+        outcome.ttl = SETTLING_TTL
     return outcome
 
 

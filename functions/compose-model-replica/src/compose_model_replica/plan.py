@@ -134,18 +134,19 @@ def wrap(manifest: JSON, provider_config: str, cluster: str) -> JSON:
     InferenceCluster stay (and keep the CRDs its stack installs) until every Object is gone,
     not just the replica: deleting a replica deletes its Objects in the background.
     """
-    readiness: JSON = (
-        {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE_QUERY}
-        if is_available_gated(manifest)
-        else {"policy": "SuccessfulCreate"}
-    )
+    spec: JSON = {
+        "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+        "readiness": {"policy": "SuccessfulCreate"},
+        "forProvider": {"manifest": manifest},
+    }
+    if is_available_gated(manifest):
+        spec["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE_QUERY}
+        # Watched, not polled: provider-kubernetes re-reads an unready Object only every 30 s,
+        # which a replica's time to serving (and a drain) would otherwise pay each time.
+        spec["watch"] = True
     return {
         "apiVersion": OBJECT_API_VERSION,
         "kind": "Object",
         "metadata": {"labels": {CLUSTER_LABEL: cluster}},
-        "spec": {
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
-            "readiness": readiness,
-            "forProvider": {"manifest": manifest},
-        },
+        "spec": spec,
     }
