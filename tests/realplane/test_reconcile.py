@@ -45,7 +45,8 @@ def runs(
     report.record(("simulate_parity",), {name: {"differences": len(r.differences)}
                                          for name, r in done.items()})  # fmt: skip
     report.record(("deletion",), {name: {"clean": r.deletion.clean, "seconds": r.deletion.seconds,
-                                         "order_ok": r.deletion.order_ok}
+                                         "order_ok": r.deletion.order_ok,
+                                         "gone": r.deletion.gone}
                                   for name, r in done.items()})  # fmt: skip
     ops = done[operations.EXAMPLE].operations
     if ops is not None:
