@@ -24,6 +24,24 @@ settings.load_profile("modelplane")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
+# The real-plane tier first; then the test that starts the examples reconciling in the
+# background (tests/realplane/test_reconcile.py); then everything else, which runs while the
+# real plane mostly waits; and last the tests that read the reconcile's results.
+REAL_PLANE = "tests/realplane/"
+RECONCILE = "tests/realplane/test_reconcile.py"
+RECONCILE_START = "test_the_examples_start_reconciling_on_an_installed_plane"
+
+
+def _session_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    if path == RECONCILE:
+        return 1 if item.name == RECONCILE_START else 3
+    return 0 if path.startswith(REAL_PLANE) else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_session_rank)  # stable: file order is kept within each rank
+
 
 @dataclasses.dataclass
 class ConvergedExample:

@@ -1,16 +1,20 @@
 """The examples reconciled on the real plane, operated, deleted, and compared with simulate.
 
 One session fixture runs every example once (apply with kubectl, converge, compare with
-``modelplane simulate``, operate, delete); the tests below read its record, so a failure names
-the example and what the real clusters said. Figures go to _output/realplane/report.json.
+``modelplane simulate``, operate, delete) in a background thread while the rest of the session
+runs; the tests below read its record, so a failure names the example and what the real
+clusters said. Figures go to _output/realplane/report.json.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from modelplane_realplane import install, operations, reconcile, report, simparity
+from modelplane_realplane.clusters import Plane
 from modelplane_realplane.paths import REPOSITORY
 
 EXAMPLES = reconcile.EXAMPLES
@@ -18,11 +22,8 @@ EXAMPLES = reconcile.EXAMPLES
 pytestmark = pytest.mark.timeout(2400)
 
 
-@pytest.fixture(scope="session")
-def runs(
-    real_plane: install.Running, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, reconcile.ExampleRun]]:
-    work = tmp_path_factory.mktemp("examples")
+def reconcile_examples(plane: Plane, work: Path) -> dict[str, reconcile.ExampleRun]:
+    """Every example applied, converged, compared with simulate, operated on and deleted."""
     examples = {name: REPOSITORY / "examples" / name for name in EXAMPLES}
     # simulate runs in the background meanwhile, in the order its results are needed.
     simulations = simparity.Simulations([
@@ -34,12 +35,16 @@ def runs(
     try:
         for name in EXAMPLES:
             done[name] = reconcile.run_example(
-                real_plane.plane, examples[name], work,
+                plane, examples[name], work,
                 operate=operations.run if name == operations.EXAMPLE else None,
                 simulations=simulations,
             )  # fmt: skip
     finally:
         simulations.close()
+    return done
+
+
+def record(done: dict[str, reconcile.ExampleRun]) -> None:
     report.record(("reconcile",), {name: {"ready": r.outcome.ready, "seconds": r.outcome.seconds}
                                    for name, r in done.items()})  # fmt: skip
     report.record(("simulate_parity",), {name: {"differences": len(r.differences)}
@@ -59,7 +64,44 @@ def runs(
             "drain_series": ops.drain_series,
             "seconds": ops.seconds,
         })  # fmt: skip
-    yield done
+
+
+@pytest.fixture(scope="session")
+def reconciling(
+    real_plane: install.Running, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[concurrent.futures.Future[dict[str, reconcile.ExampleRun]]]:
+    """The examples reconciling in a background thread. Most of the tier is waiting on the
+    real plane, so the rest of the test session runs meanwhile: tests/conftest.py orders the
+    tests that start it right after the other real-plane tests and those that read its
+    results (``runs``) last."""
+    work = tmp_path_factory.mktemp("examples")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reconcile")
+    started = pool.submit(reconcile_examples, real_plane.plane, work)
+    yield started
+    # Never stop the plane under a running tier (when its result tests were deselected).
+    concurrent.futures.wait([started])
+    pool.shutdown()
+
+
+@pytest.fixture(scope="session")
+def runs(
+    reconciling: concurrent.futures.Future[dict[str, reconcile.ExampleRun]],
+) -> dict[str, reconcile.ExampleRun]:
+    done = reconciling.result()
+    record(done)
+    return done
+
+
+def test_the_examples_start_reconciling_on_an_installed_plane(
+    real_plane: install.Running,
+    reconciling: concurrent.futures.Future[dict[str, reconcile.ExampleRun]],
+) -> None:
+    """The tier starts only on a plane where every XRD is established and every function
+    healthy (a start on a broken install would only time out, example by example)."""
+    installed = real_plane.installed
+    assert installed.xrds_established == installed.xrds, installed
+    assert installed.functions_healthy == installed.functions, installed
+    assert not reconciling.done() or reconciling.exception() is None, reconciling.exception()
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

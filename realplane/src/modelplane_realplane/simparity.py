@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -84,11 +85,11 @@ def simulated(example: Path) -> Snapshot:
     return snapshot(simulated_objects(example))
 
 
-def simulated_objects(example: Path) -> list[dict[str, Any]]:
+def simulated_objects(example: Path, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every object ``modelplane simulate -o yaml`` prints for ``example``."""
     done = subprocess.run(
         [str(Path(sys.executable).parent / "modelplane"), "simulate", "-o", "yaml", str(example)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=600, check=False, env=env,
     )  # fmt: skip
     objects = [d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)]
     if not objects:
@@ -102,7 +103,9 @@ class Simulations:
 
     def __init__(self, directories: Iterable[Path]) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        self._started = {d: self._pool.submit(simulated_objects, d) for d in directories}
+        # The environment as it is now: other tests may change os.environ meanwhile.
+        env = dict(os.environ)
+        self._started = {d: self._pool.submit(simulated_objects, d, env) for d in directories}
 
     def objects(self, directory: Path) -> list[dict[str, Any]]:
         started = self._started.get(directory)
