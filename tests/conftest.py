@@ -24,9 +24,11 @@ settings.load_profile("modelplane")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-# The real-plane tier first; then the test that starts the examples reconciling in the
-# background (tests/realplane/test_reconcile.py); then everything else, which runs while the
-# real plane mostly waits; and last the tests that read the reconcile's results.
+# The function images first (they serve on 9443, a port the real plane also takes); then the
+# real-plane tier; then the test that starts the examples reconciling in the background
+# (tests/realplane/test_reconcile.py); then everything else, which runs while the real plane
+# mostly waits; and last the tests that read the reconcile's results.
+IMAGES = "tests/packaging/test_images.py"
 REAL_PLANE = "tests/realplane/"
 RECONCILE = "tests/realplane/test_reconcile.py"
 RECONCILE_START = "test_the_examples_start_reconciling_on_an_installed_plane"
@@ -34,9 +36,11 @@ RECONCILE_START = "test_the_examples_start_reconciling_on_an_installed_plane"
 
 def _session_rank(item: pytest.Item) -> int:
     path = item.nodeid.split("::", 1)[0]
+    if path == IMAGES:
+        return 0
     if path == RECONCILE:
-        return 1 if item.name == RECONCILE_START else 3
-    return 0 if path.startswith(REAL_PLANE) else 2
+        return 2 if item.name == RECONCILE_START else 4
+    return 1 if path.startswith(REAL_PLANE) else 3
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
