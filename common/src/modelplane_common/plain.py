@@ -14,12 +14,13 @@ from google.protobuf import struct_pb2
 JSON = dict[str, Any]
 
 
-def _plain(value: struct_pb2.Value) -> Any:
+def plain_value(value: struct_pb2.Value) -> Any:
+    """A protobuf Value as plain Python (see ``to_plain``)."""
     kind = value.WhichOneof("kind")
     if kind == "struct_value":
-        return {k: _plain(v) for k, v in value.struct_value.fields.items()}
+        return {k: plain_value(v) for k, v in value.struct_value.fields.items()}
     if kind == "list_value":
-        return [_plain(v) for v in value.list_value.values]
+        return [plain_value(v) for v in value.list_value.values]
     if kind == "number_value":
         number = value.number_value
         if not math.isfinite(number):
@@ -36,7 +37,7 @@ def to_plain(struct: struct_pb2.Struct) -> JSON:
     """A Struct as a dict, with whole-number floats turned back into ints (non-finite numbers
     read as json_format writes them). Walks the message directly: json_format's generic
     reflection took most of a function's time on large observed resources (CRD bundles)."""
-    return {k: _plain(v) for k, v in struct.fields.items()}
+    return {k: plain_value(v) for k, v in struct.fields.items()}
 
 
 def to_struct(value: JSON) -> struct_pb2.Struct:

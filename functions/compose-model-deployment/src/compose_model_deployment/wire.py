@@ -14,27 +14,9 @@ from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
+from modelplane_common.plain import plain_value as plain
 
 from compose_model_deployment import devices, names
-
-_EXACT_INT_LIMIT = 2**53
-
-
-def plain(value: struct_pb2.Value) -> Any:
-    """A Value as plain Python, whole numbers as ``int`` (like ``modelplane_common.plain``)."""
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return {k: plain(v) for k, v in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [plain(v) for v in value.list_value.values]
-    if kind == "number_value":
-        number = value.number_value
-        return int(number) if number.is_integer() and abs(number) < _EXACT_INT_LIMIT else number
-    if kind == "string_value":
-        return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
-    return None
 
 
 def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
