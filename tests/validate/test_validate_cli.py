@@ -58,9 +58,11 @@ def test_the_repository_apis_are_valid():
 
 def test_apis_and_examples_together():
     """The examples belong to every feature; whatever their state, each problem is one
-    well-formed line naming a file under examples/ and the exit code says whether any exist."""
+    well-formed line naming a file under examples/ and the exit code says whether any exist.
+    Warnings (references to objects outside the files: test_validate_references) never fail."""
     result = run(str(repo.root() / "apis"), str(repo.root() / "examples"))
-    *problems, summary = result.stderr.strip().splitlines() or [result.stdout.strip()]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("warning: ")]
+    *problems, summary = lines or [result.stdout.strip()]
     assert result.exit_code == (1 if problems else 0)
     assert summary.split(" ")[1] in ("object", "objects")
     for line in problems:

@@ -13,7 +13,7 @@ import click
 import yaml
 from modelplane_common.managed import without_status
 
-from modelplane import validation, xrd
+from modelplane import references, validation, xrd
 from modelplane.validation import Problem, relative, validate_object
 
 SUFFIXES = (".yaml", ".yml")
@@ -117,8 +117,22 @@ def _refused(definition: dict[str, Any]) -> bool:
         return True
 
 
+@dataclasses.dataclass(frozen=True)
+class Report:
+    valid: int  # objects the API server would accept
+    problems: list[Problem | str]  # a Problem, or a line for unreadable input
+    warnings: list[Problem]  # references naming nothing in the set (references.py)
+
+
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
     """(number of valid objects, every problem: a Problem, or a line for unreadable input)."""
+    report = check(paths)
+    return report.valid, report.problems
+
+
+def check(paths: list[Path]) -> Report:
+    """Every problem of the files and directories named, and every reference among their
+    objects that names nothing in them (a warning: it may be on the control plane)."""
     documents: list[Document] = []
     errors: list[Problem | str] = []
     for path in paths:
@@ -128,11 +142,20 @@ def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
         found, parse_errors = read_documents(file)
         documents.extend(found)
         errors.extend(parse_errors)
+    catalog = catalog_with(documents)
     valid = 0
-    for problems in check_documents(documents):
+    for doc in documents:
+        problems = _validate(doc, catalog)
         errors.extend(problems)
         valid += not problems
-    return valid, errors
+    return Report(valid, errors, _dangling(documents, catalog))
+
+
+def _dangling(documents: list[Document], catalog: xrd.Catalog) -> list[Problem]:
+    try:
+        return references.dangling(documents, catalog)
+    except Exception as err:  # a bug here must never hide the problems, nor fail the run
+        return [Problem("", "", "", "", f"references not checked: internal error: {err!r}")]
 
 
 def check_documents(documents: list[Document]) -> list[list[Problem]]:
@@ -176,20 +199,35 @@ def command(paths: tuple[Path, ...], output: str) -> None:
 
     PATH is a YAML file or a directory (searched recursively for *.yaml and *.yml).
     """
-    valid, problems = check_paths(list(paths))
+    report = check(list(paths))
+    problems, warnings = report.problems, report.warnings
     if output == "json":
-        report = {
-            "valid": valid,
+        result = {
+            "valid": report.valid,
             "problemCount": len(problems),
             "problems": [_as_json(p) for p in problems],
+            "warningCount": len(warnings),
+            "warnings": [_as_json(w) for w in warnings],
         }
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json.dumps(result, indent=2))
         sys.exit(1 if problems else 0)
     for problem in problems:
         click.echo(str(problem), err=True)
-    noun = "object" if valid == 1 else "objects"
-    summary = f"{valid} {noun} valid"
+    for warning in warnings:
+        click.echo(_warning_line(warning), err=True)
+    noun = "object" if report.valid == 1 else "objects"
+    summary = f"{report.valid} {noun} valid"
     if problems:
-        click.echo(f"{summary}; {len(problems)} problem(s)", err=True)
+        summary += f"; {len(problems)} problem(s)"
+    if warnings:
+        summary += f"; {len(warnings)} warning(s)"
+    if problems:
+        click.echo(summary, err=True)
         sys.exit(1)
     click.echo(summary)
+
+
+def _warning_line(warning: Problem) -> str:
+    if not warning.file:  # the check itself failed
+        return f"warning: {warning.message}"
+    return f"warning: {warning}"
