@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from modelplane_common.naming import child_name
 
-# Namespace on every workload cluster holding the PVC, the hydration Job and all serving pods:
-# a PVC can only be mounted by pods in its own namespace.
-CACHE_REMOTE_NAMESPACE = "default"
 # Where serving containers see the cache (fixed, not configurable).
 CACHE_MOUNT_PATH = "/mnt/models"
 # The pod volume name serving pods use for the cache PVC.
@@ -22,8 +19,9 @@ CACHE_LABEL = "modelplane.ai/modelcache"
 def cache_pvc_name(namespace: str, cache_name: str) -> str:
     """The PVC name of ModelCache ``namespace/cache_name`` on every workload cluster.
 
-    The namespace is part of the hashed input, so two caches of the same name in different
-    namespaces always get different PVCs in the shared remote namespace.
+    The PVC lives in the tenant's remote namespace (tenancy.py) next to the pods that mount
+    it; the namespace stays part of the hashed input, so the name a cache had in the shared
+    namespace before D10 is still its name, and no two tenants' PVCs ever share a name.
     Example: cache ``qwen`` in ``ml-team`` -> ``modelcache-ml-team-qwen-17db2``.
     """
     return child_name("modelcache", namespace, cache_name)

@@ -176,7 +176,8 @@ def test_first_reconcile_on_gke_eks_and_existing():
             "kind": "ClusterProviderConfig",
             "name": f"{cluster_name}-cluster-kubeconfig-dbb9b",
         }
-        assert "metadata" not in body
+        # The cluster label lets the InferenceCluster compose the tenant's namespace there.
+        assert body["metadata"] == {"labels": {"modelplane.ai/cluster": cluster_name}}
         if key.startswith("pvc-"):
             classes[cluster_name] = manifest["spec"]["storageClassName"]
             assert "managementPolicies" not in body["spec"]
@@ -215,6 +216,7 @@ def test_rendered_example_matches_the_spec():
     assert objects["pvc-gke-us-central"] == {
         "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
         "kind": "Object",
+        "metadata": {"labels": {"modelplane.ai/cluster": "gke-us-central"}},
         "spec": {
             "providerConfigRef": {
                 "kind": "ClusterProviderConfig",
@@ -231,7 +233,7 @@ def test_rendered_example_matches_the_spec():
                     "kind": "PersistentVolumeClaim",
                     "metadata": {
                         "name": "modelcache-ml-team-llama-70b-bb164",
-                        "namespace": "default",
+                        "namespace": "ml-team",
                         "labels": {"modelplane.ai/modelcache": "llama-70b"},
                     },
                     "spec": {
@@ -255,7 +257,7 @@ def test_rendered_example_matches_the_spec():
     job = check_wrapped(job_object)
     assert job["metadata"] == {
         "name": "modelcache-ml-team-llama-70b-hydrate-00904",
-        "namespace": "default",
+        "namespace": "ml-team",
         "labels": {"modelplane.ai/modelcache": "llama-70b"},
     }
     assert (job["spec"]["backoffLimit"], job["spec"]["ttlSecondsAfterFinished"]) == (3, 180)
@@ -495,8 +497,9 @@ def test_auth_secret_reaches_the_pod_only_as_a_secret_key_ref():
         assert all("value" not in entry for entry in container["env"])
         assert "HF_TOKEN" not in container["command"][2]
     assert '"value"' not in text
-    # The control plane never reads the Secret: the only requirement is the clusters.
-    assert set(rsp.requirements.resources) == {"clusters"}
+    # The control plane never reads the Secret: it requires only the clusters, and the
+    # replicas mounting the cache (whose clusters keep their PVC, D12).
+    assert set(rsp.requirements.resources) == {"clusters", "replicas"}
 
 
 def test_without_auth_the_env_is_empty():
@@ -518,8 +521,9 @@ def test_same_cache_name_in_two_namespaces_never_shares_a_pvc():
 
     pvc_a, job_a, remote_ns_a = names(a)
     pvc_b, job_b, remote_ns_b = names(b)
-    assert remote_ns_a == remote_ns_b == "default"  # one shared remote namespace...
-    assert pvc_a != pvc_b  # ...so the names must differ
+    # Each tenant's objects live in its own remote namespace (D10), and the names differ too.
+    assert (remote_ns_a, remote_ns_b) == ("team-a", "team-b")
+    assert pvc_a != pvc_b
     assert job_a != job_b
 
 

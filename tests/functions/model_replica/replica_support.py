@@ -54,12 +54,32 @@ def ready_cluster(name: str = "gke-us-central", provider_config: str | None = No
     return found
 
 
+STAGED = "staged"
+
+
+def staged_cache(xr: JSON, phase: str = "Ready") -> JSON:
+    """The ModelCache ``xr`` names, reporting ``phase`` on the replica's cluster."""
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {
+            "name": xr["spec"]["modelCacheRef"]["name"],
+            "namespace": xr["metadata"].get("namespace", "default"),
+        },
+        "status": {"clusters": [{"name": xr["spec"]["clusterName"], "phase": phase}]},
+    }
+
+
 def request(
     xr: JSON,
     clusters: list[JSON] | None,
     observed: dict[str, JSON] | None = None,
+    caches: list[JSON] | str | None = STAGED,
 ) -> fnv1.RunFunctionRequest:
-    """A RunFunctionRequest; ``clusters`` None means the requirement is not resolved yet."""
+    """A RunFunctionRequest; ``clusters`` None means the requirement is not resolved yet.
+
+    A replica with a ``modelCacheRef`` gets its cache staged on its cluster (``STAGED``), the
+    ``caches`` given, or (None) no answer to that requirement yet."""
     req = fnv1.RunFunctionRequest(
         observed=fnv1.State(
             composite=fnv1.Resource(resource=to_struct(xr)),
@@ -71,6 +91,11 @@ def request(
     if clusters is not None:
         req.required_resources["cluster"].CopyFrom(
             fnv1.Resources(items=[fnv1.Resource(resource=to_struct(c)) for c in clusters])
+        )
+    if (xr.get("spec") or {}).get("modelCacheRef") and caches is not None:
+        items = [staged_cache(xr)] if caches == STAGED else caches
+        req.required_resources["model-cache"].CopyFrom(
+            fnv1.Resources(items=[fnv1.Resource(resource=to_struct(c)) for c in items])
         )
     return req
 
@@ -109,6 +134,7 @@ def requirements(rsp: fnv1.RunFunctionResponse) -> JSON:
             "apiVersion": s.api_version,
             "kind": s.kind,
             "matchName": s.match_name,
+            **({"namespace": s.namespace} if s.namespace else {}),
         }
         for key, s in rsp.requirements.resources.items()
     }

@@ -94,14 +94,23 @@ def test_every_composed_object_is_schema_valid(stub, case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_first_call_asks_for_the_pinned_cluster_and_composes_nothing(stub, case):
     xr = example(case)
-    rsp = stub.RunFunction(request(xr, clusters=None), timeout=30)
-    assert requirements(rsp) == {
+    rsp = stub.RunFunction(request(xr, clusters=None, caches=None), timeout=30)
+    wanted = {
         "cluster": {
             "apiVersion": "modelplane.ai/v1alpha1",
             "kind": "InferenceCluster",
             "matchName": xr["spec"]["clusterName"],
         }
     }
+    if "modelCacheRef" in xr["spec"]:
+        # Its ModelCache, in its own namespace: pods start only once it is staged (D12).
+        wanted["model-cache"] = {
+            "apiVersion": "modelplane.ai/v1alpha1",
+            "kind": "ModelCache",
+            "matchName": xr["spec"]["modelCacheRef"]["name"],
+            "namespace": xr["metadata"]["namespace"],
+        }
+    assert requirements(rsp) == wanted
     summary = summarize(rsp)
     assert summary["resources"] == {}
     # Crossplane would call an XR with nothing composed Ready; nothing runs yet.

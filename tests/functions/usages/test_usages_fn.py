@@ -83,18 +83,20 @@ def test_a_cluster_scoped_xr_gets_nothing():
     assert desired_resources(run(cluster_xr, {"lws": release()})) == {"lws": release()}
 
 
-def test_a_consumer_without_a_provider_config_name_fails_the_step_naming_the_field():
+def test_a_consumer_without_a_provider_config_name_is_reported_not_fatal():
+    # Issue 21: an earlier step's hold copy carries what was observed; a Fatal result would
+    # stop the ServingStack reconciling. No Usage exists yet, so nothing can be lost.
     nameless = release()
     del nameless["spec"]["providerConfigRef"]["name"]
     rsp = run(XR, {"lws": nameless, "ns": obj()})
-    # A Fatal result makes Crossplane keep every composed resource; nothing is dropped.
     assert results(rsp) == [
         (
-            "SEVERITY_FATAL",
-            "desired resource lws: spec.providerConfigRef.name is required to protect its "
-            "ProviderConfig",
+            "SEVERITY_WARNING",
+            "desired resource lws: spec.providerConfigRef.name missing or malformed; its "
+            "ProviderConfig is not protected",
         )
     ]
+    assert set(desired_resources(rsp)) == {"lws", "ns", "usage-pc-ns"}
 
 
 def test_a_usage_an_earlier_step_carried_over_keeps_its_consumer_labelled():

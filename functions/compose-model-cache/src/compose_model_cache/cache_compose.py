@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import pydantic
 from modelplane_common import tolerant
+from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed, validated
 from modelplane_common.observed import held
 from modelplane_common.plain import JSON
+from modelplane_common.tenancy import remote_namespace
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
 from compose_model_cache import cache_objects as objects
+from compose_model_cache import cache_slots as slots
 from compose_model_cache import staging
 
 CLUSTERS = "clusters"
+REPLICAS = "replicas"
 CLUSTERS_MATCHED = "ClustersMatched"
 ARTIFACT_READY = "ArtifactReady"
 
@@ -23,10 +27,24 @@ def clusters_requirement(match_labels: dict[str, str]) -> Selector:
     return Selector("modelplane.ai/v1alpha1", "InferenceCluster", match_labels=dict(match_labels))
 
 
+def replicas_requirement(namespace: str, name: str) -> Selector:
+    """The ModelReplicas mounting this cache: the ModelDeployment labels them with it."""
+    return Selector(
+        "modelplane.ai/v1alpha1",
+        "ModelReplica",
+        match_labels={CACHE_LABEL: name},
+        namespace=namespace,
+    )
+
+
 def compose_cache(
-    composite: JSON, observed: dict[str, JSON], clusters: list[JSON] | None
+    composite: JSON,
+    observed: dict[str, JSON],
+    clusters: list[JSON] | None,
+    replicas: list[JSON] | None = None,
 ) -> Outcome:
-    """The outcome for one ModelCache given its observed Objects and the resolved clusters."""
+    """The outcome for one ModelCache given its observed Objects, the resolved clusters and
+    the replicas mounting it (None: not resolved yet)."""
     metadata = composite.get("metadata") or {}
     namespace, name = metadata.get("namespace") or "default", metadata.get("name", "")
     outcome = Outcome()
@@ -40,7 +58,10 @@ def compose_cache(
         outcome.event("Warning", message, reason="InvalidSpec")
         return outcome
     match_labels = dict((spec.clusterSelector.matchLabels or {}) if spec.clusterSelector else {})
-    outcome.requirements = {CLUSTERS: clusters_requirement(match_labels)}
+    outcome.requirements = {
+        CLUSTERS: clusters_requirement(match_labels),
+        REPLICAS: replicas_requirement(namespace, name),
+    }
     if clusters is None:
         # Not resolved yet: Crossplane resolves it and calls again. Keep everything meanwhile.
         outcome.resources.update(hold_observed(observed))
@@ -56,10 +77,12 @@ def compose_cache(
 
     # A matching cluster whose provider config cannot be read is unknown, not unreachable: it
     # counts only where its PVC already exists, and that PVC is kept exactly as observed.
+    remote = remote_namespace(namespace)
+    users = slots.CacheUsers(replicas)
     matched = [
         c
         for c in staging.matched_clusters(clusters, match_labels)
-        if c.provider_config or objects.pvc_key(c.name) in observed
+        if c.provider_config or c.name in slots.observed_clusters(observed)
     ]
     previous = tolerant.status(composite)
     was_ready = staging.previously_ready(previous)
@@ -67,31 +90,38 @@ def compose_cache(
     statuses = []
     phases = []
     for cluster in matched:
-        pvc_key, job_key = objects.pvc_key(cluster.name), objects.job_key(cluster.name)
+        moved = slots.moved(observed, cluster.name, remote)
+        pvc_key = objects.pvc_key(cluster.name, moved=moved)
+        job_key = objects.job_key(cluster.name, moved=moved)
         observed_pvc, observed_job = observed.get(pvc_key), observed.get(job_key)
         # Phases first: the phase decides whether the Job is composed at all. With no status
         # entry for the cluster (a restore stripped it), a PVC observed without its Job was
         # staged: both are composed together, and only Ready drops the Job.
-        latched = cluster.name in was_ready or (
-            cluster.name not in reported and observed_pvc is not None and observed_job is None
+        latched = not moved and (
+            cluster.name in was_ready
+            or (cluster.name not in reported and observed_pvc is not None and observed_job is None)
         )
+        latched = latched or (moved and cluster.name in was_ready and observed_job is None)
         phase = staging.derive_phase(observed_pvc, observed_job, latched)
         phases.append(phase.phase)
         entry: JSON = {"name": cluster.name, "phase": phase.phase}
         if phase.message:
             entry["message"] = phase.message
+        if moved:
+            _keep_legacy(
+                outcome, observed, cluster=cluster.name, remote=remote, users=users, entry=entry
+            )
         if not cluster.provider_config:
             entry["message"] = (
                 f"InferenceCluster {cluster.name}: status.providerConfigRef.name is missing or "
                 "malformed; its PVC and Job are kept as they are"
             )
             statuses.append(entry)
-            assert observed_pvc is not None  # only such clusters are matched (above)
-            outcome.compose(pvc_key, held(observed_pvc), ready=staging.object_ready(observed_pvc))
-            if observed_job is not None:
-                outcome.compose(
-                    job_key, held(observed_job), ready=staging.object_ready(observed_job)
-                )
+            for key in (pvc_key, job_key):
+                if key in observed:
+                    outcome.compose(
+                        key, held(observed[key]), ready=staging.object_ready(observed[key])
+                    )
             continue
         statuses.append(entry)
 
@@ -99,28 +129,23 @@ def compose_cache(
         # changed override must not leave the Object failing to update forever.
         storage_class = staging.applied_storage_class(observed_pvc) or cluster.storage_class
         pvc = objects.persistent_volume_claim(namespace, name, storage_class, source.sizeGiB)
+        wrapped_pvc = objects.wrapped(
+            pvc, cluster.name, cluster.provider_config, objects.PVC_BOUND_QUERY, job=False
+        )
         # Always composed for a matched cluster, whatever its state: omission deletes weights.
         outcome.compose(
-            pvc_key,
-            validated(
-                Object,
-                objects.wrapped(pvc, cluster.provider_config, objects.PVC_BOUND_QUERY, job=False),
-            ),
-            ready=staging.object_ready(observed_pvc),
+            pvc_key, validated(Object, wrapped_pvc), ready=staging.object_ready(observed_pvc)
         )
         if phase.phase != "Ready":
             job = objects.hydration_job(namespace, name, source.repo, source.revision, auth)
+            wrapped_job = objects.wrapped(
+                job, cluster.name, cluster.provider_config, objects.JOB_COMPLETE_QUERY, job=True
+            )
             outcome.compose(
-                job_key,
-                validated(
-                    Object,
-                    objects.wrapped(
-                        job, cluster.provider_config, objects.JOB_COMPLETE_QUERY, job=True
-                    ),
-                ),
-                ready=staging.object_ready(observed_job),
+                job_key, validated(Object, wrapped_job), ready=staging.object_ready(observed_job)
             )
 
+    statuses.extend(_keep_unmatched(outcome, observed, {c.name for c in matched}, users))
     ready_count = phases.count("Ready")
     outcome.composite_status = {
         "summary": {"ready": f"{ready_count}/{len(matched)}"},
@@ -171,8 +196,73 @@ def _events(
     repo: str,
     ready_count: int,
 ) -> None:
-    if matched and not any(objects.pvc_key(c.name) in observed for c in matched):
+    if matched and not slots.observed_clusters(observed) & {c.name for c in matched}:
         names = ", ".join(c.name for c in matched)
         outcome.event("Normal", f"Staging {repo} to {len(matched)} clusters: {names}")
     if matched and ready_count == len(matched) and not staging.composite_ready(composite):
         outcome.event("Normal", f"Artifact staged on all {len(matched)} clusters")
+
+
+def _hold_slot(outcome: Outcome, observed: dict[str, JSON], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if key in observed and key not in outcome.resources:
+            outcome.compose(key, held(observed[key]), ready=staging.object_ready(observed[key]))
+
+
+def _keep_legacy(
+    outcome: Outcome,
+    observed: dict[str, JSON],
+    *,
+    cluster: str,
+    remote: str,
+    users: slots.CacheUsers,
+    entry: JSON,
+) -> None:
+    """Keep the PVC (and Job) from before D10 while replicas from before D10 mount it."""
+    legacy_pvc = objects.pvc_key(cluster)
+    if not slots.is_legacy(observed.get(legacy_pvc), remote):
+        return
+    legacy_users = users.legacy_on(cluster, remote)
+    if users.unresolved() or legacy_users:
+        _hold_slot(outcome, observed, (legacy_pvc, objects.job_key(cluster)))
+        who = ", ".join(legacy_users) or "replicas not resolved yet"
+        note = (
+            f"staging into namespace {remote}; the PVC in namespace "
+            f"{slots.manifest_namespace(observed[legacy_pvc])} stays while it is mounted ({who})"
+        )
+        entry["message"] = f"{entry['message']}; {note}" if entry.get("message") else note
+
+
+def _keep_unmatched(
+    outcome: Outcome, observed: dict[str, JSON], matched: set[str], users: slots.CacheUsers
+) -> list[JSON]:
+    """A cluster the selector no longer matches keeps its PVC while replicas run there (D12):
+    the ModelDeployment moves them make-before-break, then the weights go."""
+    entries = []
+    for cluster in sorted(slots.observed_clusters(observed) - matched):
+        running = users.on(cluster)
+        if not (users.unresolved() or running):
+            continue  # nothing mounts it: dropping it deletes the weights, as intended
+        keys = tuple(
+            key
+            for moved in (True, False)
+            for key in (
+                objects.pvc_key(cluster, moved=moved),
+                objects.job_key(cluster, moved=moved),
+            )
+        )
+        _hold_slot(outcome, observed, keys)
+        current = next(k for k in keys if k in observed and "pvc" in k)
+        phase = staging.derive_phase(observed.get(current), None, True)
+        who = ", ".join(running) or "replicas not resolved yet"
+        entries.append(
+            {
+                "name": cluster,
+                "phase": phase.phase,
+                "message": (
+                    "spec.clusterSelector no longer matches this cluster; the PVC stays while "
+                    f"replicas still mount it ({who})"
+                ),
+            }
+        )
+    return entries

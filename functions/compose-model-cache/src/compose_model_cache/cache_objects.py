@@ -10,11 +10,12 @@ import shlex
 
 from modelplane_common.cache_naming import (
     CACHE_LABEL,
-    CACHE_REMOTE_NAMESPACE,
     cache_hydration_job_name,
     cache_pvc_name,
 )
+from modelplane_common.naming import CLUSTER_LABEL
 from modelplane_common.plain import JSON
+from modelplane_common.tenancy import remote_namespace
 
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 HYDRATION_IMAGE = "python:3.11-slim"
@@ -34,12 +35,17 @@ JOB_COMPLETE_QUERY = (
 JOB_MANAGEMENT_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 
 
-def pvc_key(cluster: str) -> str:
-    return f"pvc-{cluster}"
+def pvc_key(cluster: str, *, moved: bool = False) -> str:
+    """The PVC's key on ``cluster``; ``moved`` is the key of a PVC composed in the tenant's own
+    namespace while the one from before D10 still occupies the plain key (cache_compose)."""
+    return f"{MOVED_PREFIX if moved else ''}pvc-{cluster}"
 
 
-def job_key(cluster: str) -> str:
-    return f"hydrate-{cluster}"
+def job_key(cluster: str, *, moved: bool = False) -> str:
+    return f"{MOVED_PREFIX if moved else ''}hydrate-{cluster}"
+
+
+MOVED_PREFIX = "ns-"
 
 
 def persistent_volume_claim(
@@ -50,7 +56,7 @@ def persistent_volume_claim(
         "kind": "PersistentVolumeClaim",
         "metadata": {
             "name": cache_pvc_name(namespace, cache_name),
-            "namespace": CACHE_REMOTE_NAMESPACE,
+            "namespace": remote_namespace(namespace),
             "labels": {CACHE_LABEL: cache_name},
         },
         "spec": {
@@ -110,7 +116,7 @@ def hydration_job(
         "kind": "Job",
         "metadata": {
             "name": cache_hydration_job_name(namespace, cache_name),
-            "namespace": CACHE_REMOTE_NAMESPACE,
+            "namespace": remote_namespace(namespace),
             "labels": dict(labels),
         },
         "spec": {
@@ -143,8 +149,13 @@ def hydration_job(
     }
 
 
-def wrapped(manifest: JSON, provider_config: str, cel_query: str, *, job: bool) -> JSON:
-    """``manifest`` in a provider-kubernetes Object for the cluster's ClusterProviderConfig."""
+def wrapped(
+    manifest: JSON, cluster: str, provider_config: str, cel_query: str, *, job: bool
+) -> JSON:
+    """``manifest`` in a provider-kubernetes Object for the cluster's ClusterProviderConfig.
+
+    The cluster label lets the InferenceCluster see which tenants have objects on it, and
+    compose their namespace there (D10) until the last one is gone."""
     spec: JSON = {
         "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
         "readiness": {"policy": "DeriveFromCelQuery", "celQuery": cel_query},
@@ -154,4 +165,9 @@ def wrapped(manifest: JSON, provider_config: str, cel_query: str, *, job: bool) 
     }
     if job:
         spec["managementPolicies"] = list(JOB_MANAGEMENT_POLICIES)
-    return {"apiVersion": OBJECT_API_VERSION, "kind": "Object", "spec": spec}
+    return {
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "metadata": {"labels": {CLUSTER_LABEL: cluster}},
+        "spec": spec,
+    }

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from modelplane_common.function import CompositionFunction, Outcome, Request
 
-from compose_model_cache.cache_compose import CLUSTERS, compose_cache
+from compose_model_cache.cache_compose import CLUSTERS, REPLICAS, compose_cache
 
 
 class ModelCacheFunction(CompositionFunction):
     name = "compose-model-cache"
 
     def compose(self, request: Request) -> Outcome:
-        return compose_cache(request.composite, request.observed, request.required(CLUSTERS))
+        return compose_cache(
+            request.composite,
+            request.observed,
+            request.required(CLUSTERS),
+            request.required(REPLICAS),
+        )

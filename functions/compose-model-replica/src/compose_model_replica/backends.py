@@ -42,7 +42,7 @@ def _role(member: Member) -> str:
     return member.role or "Standalone"
 
 
-def _claims(replica: str, engine: Engine) -> tuple[dict[str, str], dict[str, JSON]]:
+def _claims(replica: str, namespace: str, engine: Engine) -> tuple[dict[str, str], dict[str, JSON]]:
     """Template name per claiming role, and the templates by key."""
     names_by_role: dict[str, str] = {}
     templates: dict[str, JSON] = {}
@@ -52,12 +52,20 @@ def _claims(replica: str, engine: Engine) -> tuple[dict[str, str], dict[str, JSO
         role = _role(member)
         name = names.claim_template_name(replica, engine.name, role)
         names_by_role[role] = name
-        templates[names.claim_key(engine.name, role)] = claim_template(name, member.deviceRequests)
+        templates[names.claim_key(engine.name, role)] = claim_template(
+            name, namespace, member.deviceRequests
+        )
     return names_by_role, templates
 
 
 def native_deployment(
-    replica: str, engine: Engine, member: Member, claim: str | None, cache_claim: str | None
+    replica: str,
+    namespace: str,
+    engine: Engine,
+    member: Member,
+    *,
+    claim: str | None,
+    cache_claim: str | None,
 ) -> JSON:
     """One Deployment for a Standalone engine; ``replicas`` is the engine's copies."""
     workload = names.workload_name(replica, engine.name)
@@ -73,7 +81,7 @@ def native_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": DEPLOYMENT_KIND,
-        "metadata": {"name": workload, "namespace": names.REMOTE_NAMESPACE},
+        "metadata": {"name": workload, "namespace": namespace},
         "spec": {
             "replicas": engine.copies or 1,
             "selector": {"matchLabels": {WORKLOAD_LABEL: workload}},
@@ -84,6 +92,7 @@ def native_deployment(
 
 def leader_worker_set(
     replica: str,
+    namespace: str,
     engine: Engine,
     leader: Member,
     worker: Member,
@@ -113,7 +122,7 @@ def leader_worker_set(
         "kind": LWS_KIND,
         "metadata": {
             "name": names.workload_name(replica, engine.name),
-            "namespace": names.REMOTE_NAMESPACE,
+            "namespace": namespace,
         },
         "spec": {
             "replicas": engine.copies or 1,
@@ -126,18 +135,27 @@ def leader_worker_set(
     }
 
 
-def build_engine(replica: str, engine: Engine, cache_claim: str | None) -> EngineObjects:
-    """The workload and claim templates of one engine, chosen by its members' roles."""
-    claim_names, templates = _claims(replica, engine)
+def build_engine(
+    replica: str, namespace: str, engine: Engine, cache_claim: str | None
+) -> EngineObjects:
+    """The workload and claim templates of one engine (in the replica's remote ``namespace``),
+    chosen by its members' roles."""
+    claim_names, templates = _claims(replica, namespace, engine)
     by_role = {_role(m): m for m in engine.members}
     if "Standalone" in by_role:
         workload = native_deployment(
-            replica, engine, by_role["Standalone"], claim_names.get("Standalone"), cache_claim
+            replica,
+            namespace,
+            engine,
+            by_role["Standalone"],
+            claim=claim_names.get("Standalone"),
+            cache_claim=cache_claim,
         )
     else:
         # The XRD admits exactly [Leader, Worker] (either order) otherwise.
         workload = leader_worker_set(
             replica,
+            namespace,
             engine,
             by_role["Leader"],
             by_role["Worker"],

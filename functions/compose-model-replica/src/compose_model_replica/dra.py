@@ -11,8 +11,6 @@ from typing import Any
 
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import DeviceRequest
 
-from compose_model_replica.names import REMOTE_NAMESPACE
-
 JSON = dict[str, Any]
 
 # Fleet-scheduling facts (GPUs per node, inter-node fabric) live under this domain. No DRA
@@ -37,11 +35,11 @@ def _device_request(request: DeviceRequest) -> JSON:
     return {"name": request.name, "exactly": exactly}
 
 
-def claim_template(name: str, requests: list[DeviceRequest]) -> JSON:
+def claim_template(name: str, namespace: str, requests: list[DeviceRequest]) -> JSON:
     """A ``resource.k8s.io/v1`` ResourceClaimTemplate with one request per device request."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": REMOTE_NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"spec": {"devices": {"requests": [_device_request(r) for r in requests]}}},
     }

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
-from modelplane_common import tolerant
+from modelplane_common import tenancy, tolerant
 from modelplane_common.function import (
     CompositionFunction,
     Outcome,
     Request,
     Selector,
+    Severity,
     validation_summary,
 )
 from modelplane_common.observed import held
@@ -28,6 +29,7 @@ from compose_model_replica import names, status
 from compose_model_replica.plan import plan_replica, shape_problems, wrap
 
 CLUSTER_REQUIREMENT = "cluster"
+CACHE_REQUIREMENT = "model-cache"
 CLUSTER_API_VERSION = "modelplane.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
 
@@ -49,12 +51,59 @@ def _hold(outcome: Outcome, request: Request, why: str) -> None:
         outcome.composite_ready = False
 
 
-def _waiting(outcome: Outcome, request: Request, reason: str, message: str) -> Outcome:
+def _waiting(
+    outcome: Outcome,
+    request: Request,
+    reason: str,
+    message: str,
+    *,
+    ready_reason: str = "WaitingForModel",
+    severity: Severity = "Normal",
+) -> Outcome:
     _hold(outcome, request, message)
     outcome.condition(status.ACCEPTED, False, reason, message)
-    outcome.condition(status.READY, False, "WaitingForModel", message)
-    outcome.event("Normal", message, reason)
+    outcome.condition(status.READY, False, ready_reason, message)
+    outcome.event(severity, message, reason)
     return outcome
+
+
+def _manifest_namespace(obj: Mapping[str, Any]) -> str | None:
+    return tolerant.text(obj, "spec", "forProvider", "manifest", "metadata", "namespace")
+
+
+def legacy_namespace(observed: Mapping[str, Any], namespace: str) -> str:
+    """The shared remote namespace this replica's objects were made in before D10, or "".
+
+    Such a replica is kept exactly as it runs: moving its objects in place would orphan the
+    old ones (provider-kubernetes does not delete what a changed manifest no longer names).
+    Its ModelDeployment replaces it with a replica in the tenant's namespace instead."""
+    found = {_manifest_namespace(obj) for obj in observed.values()} - {None, namespace}
+    return sorted(str(n) for n in found)[0] if found else ""
+
+
+def _cache_gate(request: Request, replica: ModelReplica, cluster: str) -> tuple[str, str]:
+    """(reason, message) while the replica's ModelCache is not staged on its cluster, else
+    ("", ""): pods that would mount an unstaged (or missing) PVC never start (D12)."""
+    ref = replica.spec.modelCacheRef
+    if ref is None:
+        return "", ""
+    caches = request.required(CACHE_REQUIREMENT)
+    if caches is None:
+        return "WaitingForCache", f"Resolving ModelCache {ref.name!r}"
+    if not caches:
+        return "CacheNotFound", (
+            f"ModelCache {ref.name!r} (spec.modelCacheRef) does not exist in namespace "
+            f"{request.namespace or 'default'}"
+        )
+    entries = tolerant.maps(caches[0], "status", "clusters")
+    phase = next((tolerant.text(e, "phase") for e in entries if e.get("name") == cluster), None)
+    if phase == "Ready":
+        return "", ""
+    where = f"phase {phase}" if phase else "not staging there yet"
+    return "WaitingForCache", (
+        f"ModelCache {ref.name!r} is not staged on cluster {cluster} ({where}); pods start "
+        "once it is"
+    )
 
 
 def _invalid(outcome: Outcome, request: Request, problems: str) -> Outcome:
@@ -69,10 +118,26 @@ def _invalid(outcome: Outcome, request: Request, problems: str) -> Outcome:
 def compose_replica(request: Request) -> Outcome:
     """The outcome for one observed ModelReplica."""
     outcome = Outcome()
+    namespace = request.namespace or "default"
     cluster_name = request.spec.get("clusterName")
     if isinstance(cluster_name, str) and cluster_name:
         outcome.requirements[CLUSTER_REQUIREMENT] = Selector(
             CLUSTER_API_VERSION, CLUSTER_KIND, match_name=cluster_name
+        )
+    cache_ref = tolerant.text(request.spec, "modelCacheRef", "name")
+    if cache_ref:
+        outcome.requirements[CACHE_REQUIREMENT] = Selector(
+            CLUSTER_API_VERSION, "ModelCache", match_name=cache_ref, namespace=namespace
+        )
+    reserved = tenancy.reserved_reason(namespace)
+    if reserved:
+        return _waiting(
+            outcome,
+            request,
+            "ReservedNamespace",
+            f"{reserved}; create the ModelDeployment in a namespace of its own",
+            ready_reason="ReservedNamespace",
+            severity="Warning",
         )
     try:
         # Only spec is the replica's contract; status and metadata belong to Crossplane.
@@ -105,8 +170,22 @@ def compose_replica(request: Request) -> Outcome:
         )
 
     name = request.name
-    namespace = request.namespace or "default"
     plan = plan_replica(replica, name, namespace)
+    states = [status.workload_state(k, request.observed.get(k)) for k in plan.workload_keys]
+    legacy = legacy_namespace(request.observed, namespace)
+    if legacy:
+        _hold(outcome, request, f"objects in the shared namespace {legacy!r}")
+        outcome.conditions.extend(status.replica_conditions(states))
+        outcome.composite_status = {"remoteNamespace": legacy}
+        return outcome
+    outcome.composite_status = {"remoteNamespace": namespace}
+    if not any(k in request.observed for k in plan.workload_keys):
+        reason, message = _cache_gate(request, replica, cluster_name)
+        if reason:
+            severity: Severity = "Warning" if reason == "CacheNotFound" else "Normal"
+            return _waiting(
+                outcome, request, reason, message, ready_reason=reason, severity=severity
+            )
     workloads = set(plan.workload_keys)
     for key, manifest in plan.manifests.items():
         observed = request.observed.get(key)
@@ -116,7 +195,6 @@ def compose_replica(request: Request) -> Outcome:
             ready=status.composed_ready(observed, key in workloads),
         )
 
-    states = [status.workload_state(k, request.observed.get(k)) for k in plan.workload_keys]
     outcome.conditions.extend(status.replica_conditions(states))
     for notice in plan.warnings:
         outcome.event("Warning", notice.message, notice.reason)

@@ -8,12 +8,7 @@ would lose its headless Service and deadlock its gang (§5.3). Workload names al
 
 from __future__ import annotations
 
-from modelplane_common.cache_naming import CACHE_REMOTE_NAMESPACE
 from modelplane_common.naming import MAX_NAME_LENGTH, child_name
-
-# Every remote object of a replica lives here: the cache PVC it mounts does too, and a pod can
-# only mount a PVC of its own namespace.
-REMOTE_NAMESPACE = CACHE_REMOTE_NAMESPACE
 
 SERVICE_KEY = "model-service"
 ROUTE_KEY = "model-route"

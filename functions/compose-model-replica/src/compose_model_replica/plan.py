@@ -88,7 +88,7 @@ def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
     """All remote manifests of replica ``namespace/name``."""
     spec = replica.spec
     cache_claim = cache_pvc_name(namespace, spec.modelCacheRef.name) if spec.modelCacheRef else None
-    engines = [build_engine(name, engine, cache_claim) for engine in spec.engines]
+    engines = [build_engine(name, namespace, engine, cache_claim) for engine in spec.engines]
     warnings: list[Notice] = []
     if cache_claim is not None:
         for engine in spec.engines:

@@ -45,8 +45,8 @@ NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
 NIXL_PORT = "5557"
 
 
-def _metadata(name: str) -> JSON:
-    return {"name": name, "namespace": names.REMOTE_NAMESPACE}
+def _metadata(name: str, namespace: str) -> JSON:
+    return {"name": name, "namespace": namespace}
 
 
 def http_route(replica: str, namespace: str, backend: JSON) -> JSON:
@@ -54,7 +54,7 @@ def http_route(replica: str, namespace: str, backend: JSON) -> JSON:
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _metadata(replica),
+        "metadata": _metadata(replica, namespace),
         "spec": {
             "parentRefs": [{"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE}],
             "rules": [
@@ -82,7 +82,7 @@ def unified(replica: str, namespace: str) -> dict[str, JSON]:
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(replica),
+        "metadata": _metadata(replica, namespace),
         "spec": {
             "selector": {SERVING_LABEL: replica},
             "ports": [{"port": SERVICE_PORT, "targetPort": SERVING_PORT}],
@@ -221,7 +221,7 @@ def picker_config(block_tokens: int) -> JSON:
     }
 
 
-def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
+def picker_objects(replica: str, namespace: str, block_tokens: int) -> dict[str, JSON]:
     """The endpoint picker: RBAC, config, Deployment and Service, all named ``<replica>-epp``."""
     picker = names.picker_name(replica)
     pool = names.pool_name(replica)
@@ -232,12 +232,12 @@ def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
         service_account: {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": _metadata(picker),
+            "metadata": _metadata(picker, namespace),
         },
         role: {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": _metadata(picker),
+            "metadata": _metadata(picker, namespace),
             "rules": [
                 {"apiGroups": [""], "resources": ["pods"], "verbs": reads},
                 {
@@ -255,23 +255,21 @@ def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
         binding: {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": _metadata(picker),
-            "subjects": [
-                {"kind": "ServiceAccount", "name": picker, "namespace": names.REMOTE_NAMESPACE}
-            ],
+            "metadata": _metadata(picker, namespace),
+            "subjects": [{"kind": "ServiceAccount", "name": picker, "namespace": namespace}],
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": picker},
         },
         # JSON is YAML, and needs no YAML emitter in the function.
         config_map: {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _metadata(picker),
+            "metadata": _metadata(picker, namespace),
             "data": {PICKER_CONFIG_FILE: config + "\n"},
         },
         deployment: {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": _metadata(picker),
+            "metadata": _metadata(picker, namespace),
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": {APP_LABEL: picker}},
@@ -285,7 +283,7 @@ def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
                                 "image": PICKER_IMAGE,
                                 "args": [
                                     f"--pool-name={pool}",
-                                    f"--pool-namespace={names.REMOTE_NAMESPACE}",
+                                    f"--pool-namespace={namespace}",
                                     "--pool-group=inference.networking.k8s.io",
                                     f"--config-file=/config/{PICKER_CONFIG_FILE}",
                                     f"--grpc-port={PICKER_GRPC_PORT}",
@@ -305,7 +303,7 @@ def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
         service: {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": _metadata(picker),
+            "metadata": _metadata(picker, namespace),
             "spec": {
                 "selector": {APP_LABEL: picker},
                 "ports": [
@@ -321,11 +319,11 @@ def picker_objects(replica: str, block_tokens: int) -> dict[str, JSON]:
     }
 
 
-def inference_pool(replica: str) -> JSON:
+def inference_pool(replica: str, namespace: str) -> JSON:
     return {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
-        "metadata": _metadata(names.pool_name(replica)),
+        "metadata": _metadata(names.pool_name(replica), namespace),
         "spec": {
             "selector": {"matchLabels": {APP_LABEL: replica, INFERENCE_SERVING_LABEL: "true"}},
             "targetPorts": [{"number": SERVING_PORT}],
@@ -362,8 +360,8 @@ def prefill_decode(
     _move_engine_port(decode_template, port)
     decode_template["spec"]["containers"].append(_sidecar(port))
 
-    objects = {names.POOL_KEY: inference_pool(replica)}
-    objects.update(picker_objects(replica, block_size(decode_args)))
+    objects = {names.POOL_KEY: inference_pool(replica, namespace)}
+    objects.update(picker_objects(replica, namespace, block_size(decode_args)))
     backend = {
         "group": "inference.networking.k8s.io",
         "kind": "InferencePool",

@@ -18,7 +18,9 @@ class UsagesFunction(CompositionFunction):
 
     def compose(self, request: Request) -> Outcome:
         outcome = Outcome()
-        found = protection.protect(request.name, request.namespace, request.desired)
+        found = protection.protect(
+            request.name, request.namespace, request.desired, request.observed
+        )
         for key, body in found.consumers.items():
             ready = _READY.get(request.proto.desired.resources[key].ready)
             outcome.compose(key, body, ready=ready)

@@ -177,6 +177,7 @@ class Status(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
+    remoteNamespace: str | None = None
     conditions: list[dict[str, Any]] | None = None
 
 

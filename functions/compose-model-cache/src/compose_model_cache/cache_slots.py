@@ -1,0 +1,79 @@
+"""Which observed cache objects a ModelCache keeps beyond its matched clusters' own (D10, D12).
+
+Two kinds of object outlive the rule "one PVC per matched cluster, in the tenant's namespace":
+- a PVC (and Job) made before D10 in the shared namespace, while replicas from before D10
+  still mount it: the cache stages a new PVC in the tenant's namespace beside it (under the
+  ``moved`` keys) and lets the old one go once no replica on that cluster needs it;
+- the PVC on a cluster the cache's ``clusterSelector`` no longer matches, while replicas using
+  the cache still run there: the ModelDeployment drains them make-before-break (D12), and
+  the weights stay until they are gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from modelplane_common import tolerant
+from modelplane_common.plain import JSON
+
+from compose_model_cache import cache_objects as objects
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheUsers:
+    """The ModelReplicas mounting the cache, by cluster; None while not resolved (unknown)."""
+
+    replicas: Sequence[Mapping] | None
+
+    def on(self, cluster: str) -> list[str]:
+        return sorted(
+            tolerant.name_of(r) or "?"
+            for r in self.replicas or []
+            if tolerant.text(r, "spec", "clusterName") == cluster
+        )
+
+    def unresolved(self) -> bool:
+        return self.replicas is None
+
+    def legacy_on(self, cluster: str, namespace: str) -> list[str]:
+        """Replicas on ``cluster`` not (known to be) in the tenant's own remote namespace:
+        a replica that does not say where it runs may still mount the shared PVC."""
+        return sorted(
+            tolerant.name_of(r) or "?"
+            for r in self.replicas or []
+            if tolerant.text(r, "spec", "clusterName") == cluster
+            and tolerant.text(r, "status", "remoteNamespace") != namespace
+        )
+
+
+def manifest_namespace(observed_object: Mapping | None) -> str | None:
+    """The namespace the Object's manifest puts its object in (None: unreadable)."""
+    return tolerant.text(
+        observed_object, "spec", "forProvider", "manifest", "metadata", "namespace"
+    )
+
+
+def is_legacy(observed_object: Mapping | None, namespace: str) -> bool:
+    """Whether an observed cache Object puts its object outside the tenant's namespace."""
+    found = manifest_namespace(observed_object)
+    return observed_object is not None and found is not None and found != namespace
+
+
+def moved(observed: Mapping[str, JSON], cluster: str, namespace: str) -> bool:
+    """Whether the cluster's current PVC and Job use the ``moved`` keys: once a PVC in the
+    tenant's namespace has been composed beside an old one, it keeps its key."""
+    return objects.pvc_key(cluster, moved=True) in observed or is_legacy(
+        observed.get(objects.pvc_key(cluster)), namespace
+    )
+
+
+def observed_clusters(observed: Mapping[str, JSON]) -> set[str]:
+    """Clusters with any observed PVC, under either key."""
+    found = set()
+    for key in observed:
+        for prefix in (objects.pvc_key("", moved=True), objects.pvc_key("")):
+            if key.startswith(prefix):
+                found.add(key[len(prefix) :])
+                break
+    return found
