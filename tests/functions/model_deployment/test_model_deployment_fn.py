@@ -35,12 +35,28 @@ def xr(spec: dict, conditions_: list[dict] | None = None) -> dict:
     return body
 
 
-def call(spec, clusters=None, replicas=None, observed=None, previous=None):
+def model_cache(name: str, match_labels: dict | None = None) -> dict:
+    """A ModelCache in the deployment's namespace; staged everywhere without ``match_labels``."""
+    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/m", "sizeGiB": 1}}
+    if match_labels is not None:
+        spec["clusterSelector"] = {"matchLabels": match_labels}
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": name, "namespace": f.NAMESPACE},
+        "spec": spec,
+    }
+
+
+def call(spec, clusters=None, replicas=None, observed=None, previous=None, caches=None):
     required = (
         {}
         if clusters is None
         else {"clusters": clusters, "all-replicas": replicas or [], "service-routes": []}
     )
+    cache = (spec.get("modelCacheRef") or {}).get("name")
+    if cache and clusters is not None:
+        required["model-cache"] = [model_cache(cache)] if caches is None else caches
     request = make_request(xr(spec, previous), observed=observed or {}, required=required)
     return run_function(ModelDeploymentFunction(), request)
 
@@ -109,6 +125,8 @@ def test_first_placement_composes_a_valid_replica_and_no_endpoint_yet():
             "modelplane.ai/deployment": "m",
             "modelplane.ai/cluster": "a",
             "modelplane.ai/replica-index": "0",
+            # The cache keeps its PVC on a cluster while replicas labelled with it run there.
+            "modelplane.ai/modelcache": "weights",
         },
     }
     assert replica["spec"] == {

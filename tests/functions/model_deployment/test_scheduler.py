@@ -129,11 +129,17 @@ def test_s17_same_name_in_another_namespace_is_not_ours():
     assert result.placements == []
 
 
-def test_s18_replica_on_unpublished_pool_is_replaced():
+def test_s18_replica_on_unpublished_pool_is_drained_make_before_break():
+    # Issue 21 supersedes S18's in-place re-placement: the replica whose pool is gone keeps
+    # running, untouched, until its replacement (a/2 on p) serves.
     deployment = f.spec(2)
     observed = [f.replica(deployment, "a", 0), f.replica(deployment, "a", 1, pools="gone")]
-    result = f.run(deployment, [f.cluster("a", f.pool("p", 2))], observed)
-    assert f.where(result) == ["a/0", "a/1"] and f.pools_of(result) == [["p"], ["p"]]
+    result = f.run(deployment, [f.cluster("a", f.pool("p", 3))], observed)
+    assert f.where(result) == ["a/0", "a/1", "a/2"]
+    old = result.placements[1]
+    assert old.frozen and old.draining == 'no longer fits: a has no pool "gone"'
+    assert result.placements[2].replaces == old.name
+    assert f.pools_of(result)[2] == ["p"]
 
 
 def test_s19_kept_replica_is_charged_its_observed_shape():
@@ -143,12 +149,16 @@ def test_s19_kept_replica_is_charged_its_observed_shape():
     assert f.where(result) == ["a/0", "a/1"]
 
 
-def test_s20_pinned_pool_no_longer_matches():
+def test_s20_pinned_pool_no_longer_matches_drains_make_before_break():
+    # Issue 21 supersedes S20's in-place update: the old replica serves until a/1 on y does.
     clusters = [f.cluster("a", f.pool("x", 2, f.gpu(architecture="Ampere")), f.pool("y", 2))]
     old = f.replica(f.spec(1, f.standalone("main", A100)), "a", 0, pools="x")
     result = f.run(f.spec(1, f.standalone("main", HOPPER)), clusters, [old])
-    assert f.where(result) == ["a/0"] and f.pools_of(result) == [["y"]]
+    assert f.where(result) == ["a/0", "a/1"]
     assert result.placements[0].name == old["metadata"]["name"]
+    assert result.placements[0].frozen
+    assert result.placements[0].draining.startswith("no longer fits: engine main")
+    assert f.pools_of(result)[1] == ["y"] and result.placements[1].replaces == old["metadata"]["name"]
 
 
 @pytest.mark.parametrize("pinned", ["x", "y"])
@@ -360,8 +370,9 @@ def test_a_pool_that_cannot_fit_even_with_its_unreadable_devices_still_moves_the
     wider = f.spec(1, f.standalone(count=8))  # one node of "p" has one device at most
     clusters = [f.cluster("a", garbled, f.pool("q", 2, f.gpu(count=8)))]
     result = f.run(wider, clusters, [f.replica(old, "a", 0)])
-    assert f.where(result) == ["a/0"] and f.pools_of(result) == [["q"]]
-    assert not result.placements[0].frozen
+    # It moves, make-before-break: a/0 drains while a/1 starts on q.
+    assert f.where(result) == ["a/0", "a/1"] and f.pools_of(result)[1] == ["q"]
+    assert result.placements[0].draining and not result.placements[1].frozen
 
 
 def test_an_entry_whose_name_cannot_be_read_keeps_replicas_pinned_to_missing_pools():

@@ -11,12 +11,14 @@ serving replicas.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
 from modelplane_common import drain_annotations, tolerant
+from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import (
     CLOCK_CONTEXT_KEY,
     SETTLING_TTL,
@@ -37,6 +39,7 @@ ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
 CLUSTERS = "clusters"
 ALL_REPLICAS = "all-replicas"
 SERVICE_ROUTES = "service-routes"
+MODEL_CACHE = "model-cache"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 # True while an endpoint is kept because what decides it cannot be read (issue 14); set only
@@ -50,7 +53,7 @@ JSON = dict[str, Any]
 
 def requirements(spec: Mapping[str, Any], namespace: str | None) -> dict[str, Selector]:
     match_labels = ((spec.get("clusterSelector") or {}).get("matchLabels")) or {}
-    return {
+    wanted = {
         CLUSTERS: Selector(API_VERSION, "InferenceCluster", match_labels=dict(match_labels)),
         # Every replica of every deployment, so the ledger sees the whole fleet's usage.
         ALL_REPLICAS: Selector(API_VERSION, "ModelReplica"),
@@ -58,6 +61,13 @@ def requirements(spec: Mapping[str, Any], namespace: str | None) -> dict[str, Se
         # replica goes only once every route to this deployment sends traffic to its successor.
         SERVICE_ROUTES: Selector(ROUTE_API_VERSION, "HTTPRoute", namespace=namespace),
     }
+    cache = tolerant.text(spec, "modelCacheRef", "name")
+    if cache:
+        # Replicas go only where the cache stages (D12): its clusterSelector decides.
+        wanted[MODEL_CACHE] = Selector(
+            API_VERSION, "ModelCache", match_name=cache, namespace=namespace
+        )
+    return wanted
 
 
 def _previous(composite: Mapping[str, Any], kind: str, field: str) -> str:
@@ -116,10 +126,14 @@ def replica_manifest(deployment: Deployment, placement: Placement, shortfall: st
         composed["members"] = members
         engines.append(composed)
     spec["engines"] = engines
+    labels = names.labels(deployment.name, placement.cluster, placement.index)
+    if deployment.cache:
+        # The ModelCache finds the replicas mounting it by this label, and keeps their PVC.
+        labels[CACHE_LABEL] = deployment.cache
     metadata: JSON = {
         "name": placement.name,
         "namespace": deployment.namespace,
-        "labels": names.labels(deployment.name, placement.cluster, placement.index),
+        "labels": labels,
     }
     annotations = _drain_annotations(placement, shortfall)
     if annotations:
@@ -308,6 +322,16 @@ def compose(request: Request) -> Outcome:
         message = f"invalid ModelDeployment: {validation_summary(err, 'spec')}"
         return _hold(request, outcome, wanted, "InvalidSpec", message, clusters=clusters)
     deployment = scheduler.parse_deployment(request.name, request.namespace or "", spec)
+    if deployment.cache:
+        found = _cache_labels(request, deployment.cache)
+        if isinstance(found, tuple):
+            reason, message = found
+            if not reason:  # not resolved yet: Crossplane fetches it and calls again
+                for key, body in sorted(_observed_ours(request).items()):
+                    outcome.compose(key, held(body), ready=is_ready(body))
+                return outcome
+            return _hold(request, outcome, wanted, reason, message, clusters=clusters)
+        deployment = dataclasses.replace(deployment, cache_labels=found)
     try:
         scheduler.compile_selectors(deployment)
     except scheduler.InvalidSelectorError as err:
@@ -322,6 +346,31 @@ def compose(request: Request) -> Outcome:
         serving=_serving(request, clusters),
     )
     return _outcome(request, outcome, deployment, clusters, result)
+
+
+def _cache_labels(request: Request, cache: str) -> Mapping[str, str] | tuple[str, str]:
+    """The labels a cluster needs for the deployment's ModelCache to stage there (D12), or
+    (reason, message) when they cannot be known: ("", "") while not resolved yet."""
+    caches = request.required(MODEL_CACHE)
+    if caches is None:
+        return "", ""
+    namespace = request.namespace or "default"
+    if not caches:
+        return "CacheNotFound", (
+            f"ModelCache {cache!r} (spec.modelCacheRef) does not exist in namespace "
+            f"{namespace}; replicas are placed only where their weights are staged, and "
+            "running ones are kept"
+        )
+    selector = tolerant.at(caches[0], "spec", "clusterSelector")
+    labels = tolerant.mapping(caches[0], "spec", "clusterSelector", "matchLabels")
+    if selector is None or (isinstance(selector, Mapping) and "matchLabels" not in selector):
+        return {}  # no selector: the cache stages on every cluster
+    if labels is None or not all(isinstance(v, str) for v in labels.values()):
+        return "CacheUnreadable", (
+            f"ModelCache {cache!r}: spec.clusterSelector cannot be read; replicas are kept "
+            "where they are until it can"
+        )
+    return {str(k): v for k, v in labels.items()}
 
 
 def _routable(endpoint: Mapping[str, Any] | None) -> bool:
@@ -396,6 +445,9 @@ def _outcome(
             observed = dict(placement.observed.body)
         if placement.frozen and placement.observed is not None:
             body = held(placement.observed.body)
+            if placement.draining:
+                annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+                annotations.update(_drain_annotations(placement, result.shortfall))
         else:
             body = replica_manifest(deployment, placement, result.shortfall)
         replica_ready = observed is not None and is_ready(observed)

@@ -70,6 +70,19 @@ class Deployment:
     spec: Mapping[str, Any]
 
     tolerations: tuple[Toleration, ...] = ()
+    # D12: with spec.modelCacheRef, the labels a cluster needs for the cache to stage there
+    # (its clusterSelector; empty: every cluster). None: no cache, any cluster will do.
+    cache_labels: Mapping[str, str] | None = None
+
+    @property
+    def cache(self) -> str:
+        return str((self.spec.get("modelCacheRef") or {}).get("name") or "")
+
+    def weights_missing(self, cluster: Cluster) -> str:
+        """Why the deployment's weights are not on ``cluster`` (D12), or ""."""
+        if self.cache_labels is None or _labels_match(cluster.labels, self.cache_labels):
+            return ""
+        return f"ModelCache {self.cache} does not stage here (spec.clusterSelector)"
 
     @property
     def match_labels(self) -> dict[str, str]:
@@ -495,6 +508,7 @@ class _ClusterView:
         # Both effects keep new replicas off; the first key names the group in messages.
         taint = min((t.key for t in untolerated), default="")
         self.rejection = f"untolerated taint {taint}" if taint else ""
+        self.rejection = self.rejection or deployment.weights_missing(cluster)
         self.rejection = self.rejection or cluster.ineligibility() or ""
         if self.rejection:
             return
@@ -556,8 +570,22 @@ class _ClusterView:
 # --- the three phases ----------------------------------------------------------------------
 
 
+def _no_longer_fits(replica: ObservedReplica, why: str) -> Placement:
+    """A running replica its cluster no longer fits: kept exactly as it runs, and drained
+    make-before-break (its replacement is made first), never deleted outright."""
+    return Placement(
+        cluster=replica.cluster,
+        index=replica.index,
+        name=replica.name,
+        observed=replica,
+        frozen=True,
+        draining=f"no longer fits: {why}",
+    )
+
+
 def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) -> Placement | None:
-    """The kept placement of one of our replicas, or None when it must move."""
+    """The kept placement of one of our replicas, or None when it must be replaced (its
+    engines changed shape); one its cluster no longer fits is kept and drained."""
     observed = replica.engines
     if len(observed) != len(deployment.engines):
         return None
@@ -589,13 +617,15 @@ def _retain(deployment: Deployment, replica: ObservedReplica, cluster: Cluster) 
                 # still declares it and only its status entry is missing: unknown, keep it.
                 frozen = True
                 continue
-            return None  # the cluster no longer has the pool
+            return _no_longer_fits(replica, f'{cluster.name} has no pool "{pin}"')
         resolved = tuple(devices.match_member(m.requests, pool) for m in engine.members)
         if any(r is None for r in resolved) or not any(resolved):
             if _fails_only_on_unreadable_devices(engine, pool):
                 frozen = True  # malformed device data, not the spec, rules the pool out
                 continue
-            return None
+            return _no_longer_fits(
+                replica, f'engine {engine.name} does not match the devices of pool "{pin}"'
+            )
         engines.append(EnginePlacement(pool.name, tuple(r or () for r in resolved)))
     return Placement(
         cluster=replica.cluster,
@@ -628,15 +658,30 @@ def _scale_down(kept: list[Placement], replicas: int) -> list[Placement]:
 
 def must_leave(deployment: Deployment, cluster: Cluster, now: datetime.datetime | None) -> str:
     """Why a running replica of ``deployment`` must move off ``cluster`` (make-before-break),
-    or "" when it may stay: an untolerated NoExecute taint, or Ready False past the grace."""
+    or "" when it may stay: an untolerated NoExecute taint, Ready False past the grace, or
+    weights no longer staged there (D12)."""
     evicting = sorted(
         str(t) for t in deployment.untolerated(cluster.taints) if t.effect == "NoExecute"
     )
     if evicting:
         return f"taint {evicting[0]}"
+    weights = deployment.weights_missing(cluster)
+    if weights:
+        return weights
     if cluster.failed_over(now):
         grace = format_duration(cluster.grace)
         return f"cluster not Ready for longer than its failover grace period {grace}"
+    return ""
+
+
+def replica_must_leave(deployment: Deployment, replica: ObservedReplica | None) -> str:
+    """Why one replica must be replaced wherever it runs, or "": one made before D10 runs in
+    the workload cluster's shared namespace, and its successor runs in the tenant's own."""
+    if replica is None:
+        return ""
+    remote = tolerant.text(replica.body, "status", "remoteNamespace")
+    if remote and remote != deployment.namespace:
+        return f"moving from the shared namespace {remote} to {deployment.namespace}"
     return ""
 
 
@@ -686,7 +731,8 @@ def schedule(
     settled: list[Placement] = []
     leaving: list[Placement] = []
     for placement in kept:
-        why = must_leave(deployment, in_set[placement.cluster], now)
+        why = placement.draining or must_leave(deployment, in_set[placement.cluster], now)
+        why = why or replica_must_leave(deployment, placement.observed)
         if why:
             leaving.append(dataclasses.replace(placement, draining=why))
         else:

@@ -49,11 +49,18 @@ def _is_consumer(body: JSON) -> bool:
 
 def _selects(existing: JSON, consumer_key: str) -> bool | None:
     """Whether a desired Usage is the one this step composes for ``consumer_key``; None when
-    its selector cannot be read (unknown)."""
-    labels = tolerant.mapping(existing, *_SELECTED)
-    if labels is None:
+    its selector is there but cannot be read (null or of the wrong type: unknown). A Usage
+    without one (``by.resourceRef``, or no ``by``) is someone else's."""
+    node: object = existing
+    for field in _SELECTED:
+        if not isinstance(node, dict):
+            return None
+        if field not in node:
+            return False
+        node = node[field]
+    if not isinstance(node, dict):
         return None
-    return labels == {CONSUMER_LABEL: consumer_key}
+    return node == {CONSUMER_LABEL: consumer_key}
 
 
 def _labelled(body: JSON, key: str) -> JSON | None:
