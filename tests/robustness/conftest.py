@@ -31,40 +31,53 @@ EXAMPLES = ("multi-cluster", "multi-node", "disaggregated", "canary")
 JSON = dict[str, Any]
 
 
-class _RecordingHost:
-    """A FunctionHost stand-in that keeps each function's last request per XR."""
+Recorded = dict[str, dict[str, tuple[fnv1.RunFunctionRequest, tuple[str, ...]]]]
 
-    def __init__(self, host: FunctionHost, store: dict[str, dict[str, fnv1.RunFunctionRequest]]):
+
+class _RecordingHost:
+    """A FunctionHost stand-in that keeps each function's last request per XR, with the
+    functions that run before it in the pipeline being run (``steps``)."""
+
+    def __init__(self, host: FunctionHost, store: Recorded):
         self.host = host
         self.store = store
+        self.steps: list[str] = []
 
     def run_function(self, name: str, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         xr = to_plain(req.observed.composite.resource)
         metadata = xr.get("metadata") or {}
         kept = fnv1.RunFunctionRequest()
         kept.CopyFrom(req)
-        by_xr = self.store.setdefault(function_directory(name), {})
-        by_xr[f"{xr.get('kind')}/{metadata.get('name')}"] = kept
+        function = function_directory(name)
+        upstream = tuple(self.steps[: self.steps.index(function)])
+        by_xr = self.store.setdefault(function, {})
+        by_xr[f"{xr.get('kind')}/{metadata.get('name')}"] = (kept, upstream)
         return self.host.run_function(name, req)
+
+
+def _steps(composition: JSON) -> list[str]:
+    pipeline = (composition.get("spec") or {}).get("pipeline") or []
+    return [function_directory(step["functionRef"]["name"]) for step in pipeline]
 
 
 def _record(plane: ControlPlane, example: str, store: dict) -> None:
     shared = (plane.runner, plane.catalog, plane.validator, plane.progress)
     fork = copy.deepcopy(plane, memo={id(thing): thing for thing in shared})
     host = plane.runner.host  # type: ignore[attr-defined]
-    recorded: dict[str, dict[str, fnv1.RunFunctionRequest]] = {}
+    recorded: Recorded = {}
     recording = _RecordingHost(host, recorded)
 
     def runner(
         composition: JSON, xr: JSON, observed: dict, required: list, context: JSON | None = None
     ) -> PipelineResult:
+        recording.steps = _steps(composition)
         return run_pipeline(recording, composition, xr, observed, required, context)  # type: ignore[arg-type]
 
     fork.runner = runner
     fork.round()
     for function, requests in recorded.items():
-        for xr, req in requests.items():
-            store.setdefault(function, []).append(Base.of(f"{example}:{xr}", req))
+        for xr, (req, upstream) in requests.items():
+            store.setdefault(function, []).append(Base.of(f"{example}:{xr}", req, upstream))
 
 
 @pytest.fixture(scope="session")

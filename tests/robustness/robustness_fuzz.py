@@ -1,13 +1,28 @@
 """Perturbed RunFunction requests built from converged examples, and the verdict on each answer.
 
 A base request is one a function really received once its example converged. A perturbation
-damages what the function *reads* but does not own: a field under the XR's status, anything in
-an observed composed resource or a required object (missing, null, or of the wrong type), a
-whole status stripped, or a required object removed. The function's own spec is never touched:
-an invalid spec is the one input that may end in a Fatal result.
+damages what the function *reads* but does not own (missing, null, of the wrong type, or a
+string with unreadable content):
 
-The verdict on the answer (issue 14):
-- crash: a Fatal result (an internal error is a traceback the servicer caught);
+- its XR's status, and its XR's metadata (labels, annotations and the rest; never name,
+  namespace or uid, which are the XR's identity);
+- anything in an observed composed resource but its apiVersion, kind and identity: spec,
+  status, labels, annotations and other metadata;
+- a required object's spec, status and annotations (its labels decide whether it is required
+  at all);
+- the pipeline context: a field deleted, nulled or mistyped, garbage keys added, or no context
+  at all;
+- a whole status stripped, every status at once, or a required object removed.
+
+The XR's own spec is never touched: an invalid spec is the one input that may end in a Fatal
+result. A function that runs after other steps of its Composition (compose-usages after
+compose-serving-stack) is judged with those steps in front of it (``chained``), so what an
+earlier step carries over from the damaged observed state (a held Usage) reaches it as it would
+in Crossplane.
+
+The verdict on the answer (issues 14 and 21):
+- crash: a Fatal result (an internal error is a traceback the servicer caught), whatever was
+  damaged;
 - drop: an observed composed resource the base answer kept is missing from desired state, which
   Crossplane would delete. Allowed only after a definite signal (a required object removed, or
   a field of a required object's spec removed: a spec change) or damage to an observed
@@ -28,6 +43,7 @@ from modelplane_common.plain import to_plain, to_struct
 
 JSON = dict[str, Any]
 Path = tuple[Any, ...]
+Run = Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse]
 
 # Values of the wrong type for a node of each type ("unknown" to a tolerant reader).
 _WRONG: dict[type, tuple[Any, ...]] = {
@@ -39,20 +55,31 @@ _WRONG: dict[type, tuple[Any, ...]] = {
     bool: ("garbage", ["garbage"]),
     type(None): ("garbage", {"garbage": 1}),
 }
+# Strings of the right type that cannot be read (a timestamp that is not one): drawn, besides
+# the wrong types, for context values and label and annotation values.
+_MALFORMED_TEXT = ("garbage", "")
+# Keys and values another step (or a newer Crossplane) might put in the pipeline context.
+_GARBAGE_KEYS = ("garbage", "modelplane.ai/garbage", "apiextensions.crossplane.io/environment")
+_GARBAGE_VALUES: tuple[Any, ...] = ("garbage", 7, None, ["garbage"], {"garbage": {"x": [1]}})
 _SKIPPED_TOP = {"apiVersion", "kind", "metadata"}
+# An object's identity: never perturbed (the API server owns and validates it).
+_IDENTITY = {"name", "namespace", "uid", "generateName"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """One object in a request: the XR ("xr"), an observed resource, or a required object."""
+    """What a perturbation damages: the XR ("xr"), an observed resource, a required object, or
+    the pipeline context ("context")."""
 
-    part: str  # "xr" | "observed" | "required"
+    part: str  # "xr" | "observed" | "required" | "context"
     key: str = ""
     index: int = 0
 
     def label(self) -> str:
         if self.part == "xr":
             return "XR"
+        if self.part == "context":
+            return "context"
         if self.part == "observed":
             return f"observed[{self.key}]"
         return f"required[{self.key}][{self.index}]"
@@ -61,7 +88,9 @@ class Target:
 @dataclasses.dataclass(frozen=True)
 class Perturbation:
     target: Target
-    op: str  # delete | null | wrong | strip-status | remove-object | strip-all-status
+    # delete | null | wrong | strip-status | remove-object | strip-all-status
+    # | add-context-key | strip-context
+    op: str
     path: Path = ()
     value: Any = None
 
@@ -72,10 +101,13 @@ class Perturbation:
         A definite signal may (issue 14): a required object removed, or a field of a required
         object's spec removed (a spec change). So may damage to an observed resource's own
         spec: that is the function's own output, which it recomputes from the XR's spec
-        rather than trusts (crashes and determinism are still judged).
+        rather than trusts (crashes and determinism are still judged). Damage to metadata
+        (labels, annotations) or the pipeline context never may.
         """
         if self.op == "remove-object":
             return self.target.part == "required"
+        if self.target.part == "context":
+            return False
         if self.path[:1] == ("status",):
             return self.removes_published_entry
         if self.path[:1] != ("spec",):
@@ -98,40 +130,66 @@ class Perturbation:
 
     def describe(self) -> str:
         where = ".".join(str(p) for p in self.path)
-        shown = f" = {self.value!r}" if self.op == "wrong" else ""
+        shown = f" = {self.value!r}" if self.op in ("wrong", "add-context-key") else ""
         return f"{self.op} {self.target.label()}{'.' + where if where else ''}{shown}"
+
+
+# What a path is drawn from: a region (e.g. "observed-metadata"), then an object in it, then
+# a path in that object. Regions are drawn alike, so a CRD bundle's huge spec does not crowd
+# out the few labels of an XR or the one key of the pipeline context.
+Regions = dict[str, dict[Target, list[tuple[Path, Any]]]]
 
 
 @dataclasses.dataclass
 class Base:
-    """A captured request and the plain objects perturbations are drawn from."""
+    """A captured request and the plain objects perturbations are drawn from.
+
+    ``upstream``: the functions that run before this one in its Composition's pipeline (their
+    answer is this request's desired state and context)."""
 
     name: str
     request: fnv1.RunFunctionRequest
     xr: JSON
     observed: dict[str, JSON]
     required: dict[str, list[JSON]]
-    paths: list[tuple[Target, Path, Any]]
+    context: JSON | None
+    regions: Regions
+    upstream: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, name: str, request: fnv1.RunFunctionRequest) -> Base:
+    def of(
+        cls, name: str, request: fnv1.RunFunctionRequest, upstream: tuple[str, ...] = ()
+    ) -> Base:
         xr = to_plain(request.observed.composite.resource)
         observed = {k: to_plain(r.resource) for k, r in request.observed.resources.items()}
         required = {
             k: [to_plain(item.resource) for item in rs.items]
             for k, rs in request.required_resources.items()
         }
-        paths: list[tuple[Target, Path, Any]] = []
-        for path, value in _walk(xr.get("status"), ("status",)):
-            paths.append((Target("xr"), path, value))
+        context = to_plain(request.context) if request.HasField("context") else None
+        regions: Regions = {}
+
+        def add(region: str, target: Target, found: Iterator[tuple[Path, Any]]) -> None:
+            paths = list(found)
+            if paths:
+                regions.setdefault(region, {}).setdefault(target, []).extend(paths)
+
+        add("xr-status", Target("xr"), _walk(xr.get("status"), ("status",)))
+        add("xr-metadata", Target("xr"), _walk_metadata(xr))
         for key, obj in observed.items():
-            for path, value in _walk_object(obj):
-                paths.append((Target("observed", key), path, value))
+            target = Target("observed", key)
+            add("observed-status", target, _walk(obj.get("status"), ("status",)))
+            add("observed-spec", target, _walk_object(obj, skip={"status"}))
+            add("observed-metadata", target, _walk_metadata(obj))
         for key, objs in required.items():
             for index, obj in enumerate(objs):
-                for path, value in _walk_object(obj):
-                    paths.append((Target("required", key, index), path, value))
-        return cls(name, request, xr, observed, required, paths)
+                target = Target("required", key, index)
+                add("required-status", target, _walk(obj.get("status"), ("status",)))
+                add("required-spec", target, _walk_object(obj, skip={"status"}))
+                annotations = obj.get("metadata", {}).get("annotations")
+                add("required-metadata", target, _walk(annotations, ("metadata", "annotations")))
+        add("context", Target("context"), _walk(context, ()))
+        return cls(name, request, xr, observed, required, context, regions, upstream)
 
     def targets(self) -> list[Target]:
         return [
@@ -158,10 +216,18 @@ def _walk(value: Any, path: Path) -> Iterator[tuple[Path, Any]]:
             yield from _walk(item, (*path, index))
 
 
-def _walk_object(obj: JSON) -> Iterator[tuple[Path, Any]]:
+def _walk_object(obj: JSON, skip: set[str]) -> Iterator[tuple[Path, Any]]:
     for key in sorted(obj):
-        if key not in _SKIPPED_TOP:
+        if key not in _SKIPPED_TOP | skip:
             yield from _walk(obj[key], (key,))
+
+
+def _walk_metadata(obj: JSON) -> Iterator[tuple[Path, Any]]:
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        for key in sorted(metadata):
+            if key not in _IDENTITY:
+                yield from _walk(metadata[key], ("metadata", key))
 
 
 def draw(base: Base, rng: random.Random) -> list[Perturbation]:
@@ -174,15 +240,25 @@ def _draw_one(base: Base, rng: random.Random) -> Perturbation:
     roll = rng.random()
     if roll < 0.04:
         return Perturbation(Target("xr"), "strip-all-status")
-    if roll < 0.12 or not base.paths:
+    if roll < 0.12 or not base.regions:
         target = rng.choice(base.targets())
         op = "remove-object" if target.part == "required" and rng.random() < 0.3 else "strip-status"
         return Perturbation(target, op)
-    target, path, value = rng.choice(base.paths)
+    if roll < 0.16:
+        if rng.random() < 0.25:
+            return Perturbation(Target("context"), "strip-context")
+        key, value = rng.choice(_GARBAGE_KEYS), rng.choice(_GARBAGE_VALUES)
+        return Perturbation(Target("context"), "add-context-key", (key,), value)
+    region = base.regions[rng.choice(sorted(base.regions))]
+    target = rng.choice(list(region))
+    path, value = rng.choice(region[target])
     op = rng.choice(("delete", "null", "wrong", "wrong"))
-    if op == "wrong":
-        return Perturbation(target, op, path, rng.choice(_WRONG[type(value)]))
-    return Perturbation(target, op, path)
+    if op != "wrong":
+        return Perturbation(target, op, path)
+    wrong = _WRONG[type(value)]
+    if isinstance(value, str) and (target.part == "context" or path[:1] == ("metadata",)):
+        wrong = (*wrong, *_MALFORMED_TEXT)
+    return Perturbation(target, op, path, rng.choice(wrong))
 
 
 def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequest:
@@ -191,6 +267,8 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
     most of the gateway function's fuzz time)."""
     touched: dict[Target, JSON] = {}
     removed: dict[str, set[int]] = {}
+    context_touched = False
+    context = copy.deepcopy(base.context)
 
     def original(target: Target) -> JSON | None:
         if target.part == "xr":
@@ -209,6 +287,15 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
         return touched[target]
 
     for p in perturbations:
+        if p.target.part == "context":
+            context_touched = True
+            if p.op == "strip-context":
+                context = None
+            elif p.op == "add-context-key":
+                context = {**(context or {}), p.path[0]: copy.deepcopy(p.value)}
+            elif context is not None:
+                _mutate(context, p.path, p.op, p.value)
+            continue
         if p.op == "strip-all-status":
             for target in base.targets():
                 obj = object_of(target)
@@ -231,8 +318,7 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
     changed = {t: obj for t, obj in touched.items() if obj != original(t)}
     for target, obj in changed.items():
         if target.part == "xr":
-            req.observed.composite.resource.Clear()
-            req.observed.composite.resource.update(obj)
+            req.observed.composite.resource.CopyFrom(to_struct(obj))
         elif target.part == "observed":
             req.observed.resources[target.key].resource.CopyFrom(to_struct(obj))
     for key, objs in base.required.items():
@@ -242,6 +328,11 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
             req.required_resources[key].CopyFrom(
                 fnv1.Resources(items=[fnv1.Resource(resource=to_struct(o)) for o in kept])
             )
+    if context_touched:
+        if context is None:
+            req.ClearField("context")
+        else:
+            req.context.CopyFrom(to_struct(context))
     return req
 
 
@@ -260,6 +351,33 @@ def _mutate(obj: Any, path: Path, op: str, value: Any) -> None:
             del parent[last]
         else:
             parent[last] = None if op == "null" else copy.deepcopy(value)
+
+
+def chained(steps: list[Run]) -> Run:
+    """One function run behind the steps before it in its pipeline, as Crossplane runs them:
+    the first step gets no desired state, each later one the desired state and context the
+    step before answered. A Fatal answer ends the pipeline (and is the answer)."""
+    if len(steps) == 1:
+        return steps[0]
+
+    def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+        current = fnv1.RunFunctionRequest()
+        current.CopyFrom(req)
+        current.ClearField("desired")
+        for step in steps[:-1]:
+            rsp = step(current)
+            if _fatal(rsp) is not None:
+                return rsp
+            current = fnv1.RunFunctionRequest()
+            current.CopyFrom(req)
+            current.desired.CopyFrom(rsp.desired)
+            if rsp.HasField("context"):
+                current.context.CopyFrom(rsp.context)
+            else:
+                current.ClearField("context")
+        return steps[-1](current)
+
+    return run
 
 
 @dataclasses.dataclass
@@ -288,7 +406,7 @@ def _fatal(rsp: fnv1.RunFunctionResponse) -> str | None:
 
 
 def fuzz(
-    run: Callable[[fnv1.RunFunctionRequest], fnv1.RunFunctionResponse],
+    run: Run,
     bases: list[Base],
     runs: int,
     seed: str,

@@ -1,8 +1,10 @@
 """Issue 14: every function under malformed, partial and missing input.
 
 For each function, ``FUZZ_RUNS`` (default 1,000) requests perturbed from the ones it received
-in the converged examples: no traceback or Fatal, no observed composed resource dropped except
-by a definite signal, and the same request twice gives the same answer. Set
+in the converged examples (issue 21 adds metadata, every field of observed composed resources
+and the pipeline context): no traceback or Fatal, no observed composed resource dropped except
+by a definite signal, and the same request twice gives the same answer. A function behind other
+steps of its pipeline is run behind them (``chained``). Set
 ``MODELPLANE_FUZZ_RUNS`` for a longer run and ``MODELPLANE_FUZZ_SEED`` for other draws;
 docs/robustness.md records the figures.
 
@@ -19,7 +21,7 @@ import random
 import pytest
 from modelplane.pipeline import repository_functions
 from modelplane_common.serving import serve_in_background
-from robustness_fuzz import Base, apply, draw, fuzz, summary
+from robustness_fuzz import Base, Run, apply, chained, draw, fuzz, summary
 
 FUNCTIONS = sorted(repository_functions())
 FUZZ_RUNS = int(os.environ.get("MODELPLANE_FUZZ_RUNS", "1000"))
@@ -27,14 +29,50 @@ SHOWN = int(os.environ.get("MODELPLANE_FUZZ_SHOW", "3"))  # distinct findings pr
 SEED = os.environ.get("MODELPLANE_FUZZ_SEED", "")  # appended to the function's name
 
 
+def _pipeline(function: str, bases: list[Base]) -> Run:
+    """``function``'s servicer behind the steps that run before it (the same for every base)."""
+    (upstream,) = {base.upstream for base in bases}
+    return chained([repository_functions()[f].load()().run for f in (*upstream, function)])
+
+
 def test_every_function_has_fuzz_bases(fuzz_bases: dict[str, list[Base]]):
     assert sorted(fuzz_bases) == FUNCTIONS
+    assert {f: bases[0].upstream for f, bases in fuzz_bases.items() if bases[0].upstream} == {
+        "compose-usages": ("compose-serving-stack",)
+    }
+
+
+def test_every_composed_kind_is_among_the_observed_resources(fuzz_bases: dict[str, list[Base]]):
+    """Each kind a function composes in its bases' answers is observed in some base, so its
+    every field is perturbed (issue 21: the Usages of ServingStack and InferenceCluster)."""
+    for function, bases in fuzz_bases.items():
+        run = _pipeline(function, bases)
+        composed = {
+            (r.resource["apiVersion"], r.resource["kind"])
+            for base in bases
+            for r in run(base.request).desired.resources.values()
+        }
+        observed = {(o["apiVersion"], o["kind"]) for b in bases for o in b.observed.values()}
+        assert composed <= observed, (function, sorted(composed - observed))
+
+
+def test_a_chained_base_answers_as_its_recorded_request(fuzz_bases: dict[str, list[Base]]):
+    """The steps in front of a chained function rebuild exactly the desired state and context
+    it was recorded with."""
+    for function, bases in fuzz_bases.items():
+        alone = repository_functions()[function].load()().run
+        for base in bases:
+            if base.upstream:
+                ours = _pipeline(function, [base])(base.request)
+                assert ours.SerializeToString(deterministic=True) == alone(
+                    base.request
+                ).SerializeToString(deterministic=True), base.name
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_function_survives_perturbed_input(function: str, fuzz_bases: dict[str, list[Base]]):
-    servicer = repository_functions()[function].load()()
-    tally = fuzz(servicer.run, fuzz_bases[function], FUZZ_RUNS, seed=function + SEED)
+    run = _pipeline(function, fuzz_bases[function])
+    tally = fuzz(run, fuzz_bases[function], FUZZ_RUNS, seed=function + SEED)
     print(f"\n{function}: {summary(tally, limit=SHOWN)}")
     assert tally.runs == FUZZ_RUNS
     assert not tally.failed(), summary(tally)

@@ -158,7 +158,9 @@ def test_s20_pinned_pool_no_longer_matches_drains_make_before_break():
     assert result.placements[0].name == old["metadata"]["name"]
     assert result.placements[0].frozen
     assert result.placements[0].draining.startswith("no longer fits: engine main")
-    assert f.pools_of(result)[1] == ["y"] and result.placements[1].replaces == old["metadata"]["name"]
+    assert (
+        f.pools_of(result)[1] == ["y"] and result.placements[1].replaces == old["metadata"]["name"]
+    )
 
 
 @pytest.mark.parametrize("pinned", ["x", "y"])
