@@ -23,6 +23,7 @@ from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster
 from compose_inference_cluster import cluster_drain as drain
 from compose_inference_cluster import pools as pl
 from compose_inference_cluster import resources as rs
+from compose_inference_cluster import tenants
 
 CLUSTER_READY = "ClusterReady"
 BACKEND_READY = "BackendReady"
@@ -123,6 +124,16 @@ def compose(
         _compose_existing(outcome, cluster, observed)
     else:
         _compose_cloud(outcome, cluster, observed, classes.resolved)
+    # Without a provider config (yet, or for now) the namespaces are kept as they are.
+    composed_config = rs.KEY_PROVIDER_CONFIG in outcome.resources
+    tenants.compose(
+        outcome,
+        name,
+        observed,
+        users if composed_config else None,
+        provider_config=rs.provider_config_name(name),
+        namespace=rs.NAMESPACE,
+    )
     outcome.composite_status = _status(outcome, name, observed, gpu_pools)
     return outcome
 

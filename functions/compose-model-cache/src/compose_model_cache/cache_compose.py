@@ -9,7 +9,7 @@ from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed, validated
 from modelplane_common.observed import held
 from modelplane_common.plain import JSON
-from modelplane_common.tenancy import remote_namespace
+from modelplane_common.tenancy import remote_namespace, reserved_reason
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
@@ -56,6 +56,14 @@ def compose_cache(
         outcome.resources.update(hold_observed(observed))
         outcome.condition(ARTIFACT_READY, False, "InvalidSpec", message)
         outcome.event("Warning", message, reason="InvalidSpec")
+        return outcome
+    reserved = reserved_reason(namespace)
+    if reserved:
+        message = f"{reserved}; create the ModelCache in a namespace of its own"
+        outcome.resources.update(hold_observed(observed))
+        outcome.condition(ARTIFACT_READY, False, "ReservedNamespace", message)
+        outcome.event("Warning", message, reason="ReservedNamespace")
+        outcome.composite_ready = False
         return outcome
     match_labels = dict((spec.clusterSelector.matchLabels or {}) if spec.clusterSelector else {})
     outcome.requirements = {
