@@ -22,7 +22,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import cache
 
-from modelplane.kube import CROSSPLANE_OWN_GROUPS, JSON, condition_status, group_of, lookup, meta
+from modelplane.kube import (
+    CROSSPLANE_OWN_GROUPS,
+    JSON,
+    condition_status,
+    group_of,
+    kind_is_namespaced,
+    lookup,
+    meta,
+)
 from modelplane.providers import (
     HELM_PROVIDER_GROUPS,
     KUBERNETES_PROVIDER_GROUPS,
@@ -136,11 +144,57 @@ _DISCOVERY_KINDS = frozenset({"CustomResourceDefinition", "Release", *PROVIDER_C
 
 
 def changes_discovery(obj: JSON) -> bool:
-    """Whether writing or deleting ``obj`` can change what a cluster serves."""
+    """Whether writing or deleting ``obj`` can change what a cluster serves (its kinds, or
+    the namespaces it has)."""
     if obj.get("kind") in _DISCOVERY_KINDS:
         return True
     manifest = lookup(obj, ".spec.forProvider.manifest")
-    return obj.get("kind") == "Object" and isinstance(manifest, dict) and _is_crd(manifest)
+    return (
+        obj.get("kind") == "Object"
+        and isinstance(manifest, dict)
+        and (_is_crd(manifest) or _is_namespace(manifest))
+    )
+
+
+# Namespaces every cluster has from the start.
+BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+def _is_namespace(manifest: JSON) -> bool:
+    return manifest.get("kind") == "Namespace" and manifest.get("apiVersion") == "v1"
+
+
+def namespaces(objects: Iterable[JSON], resolver: ClusterResolver) -> dict[str, frozenset[str]]:
+    """The namespaces each remote cluster has: the built-in ones, each Namespace an Object
+    created there, and each namespace a Ready Helm release installed into (provider-helm
+    creates it). A namespaced object anywhere else is refused, as the API server does."""
+    found: dict[str, set[str]] = {}
+    for obj in objects:
+        if is_provider_object(obj, "Object"):
+            manifest = lookup(obj, ".spec.forProvider.manifest")
+            created = lookup(obj, ".status.atProvider.manifest")
+            if not (isinstance(manifest, dict) and _is_namespace(manifest) and created):
+                continue
+            name = lookup(manifest, ".metadata.name")
+        elif is_provider_object(obj, "Release") and condition_status(obj, "Ready") == "True":
+            name = lookup(obj, ".spec.forProvider.namespace")
+        else:
+            continue
+        cluster = resolver.cluster_of(obj)
+        if cluster is not None and isinstance(name, str) and name:
+            found.setdefault(cluster, set()).add(name)
+    return {cluster: frozenset(names | BUILTIN_NAMESPACES) for cluster, names in found.items()}
+
+
+def missing_namespace(manifest: JSON, existing: frozenset[str]) -> str | None:
+    """The API server's refusal of a namespaced object whose namespace does not exist."""
+    namespace = lookup(manifest, ".metadata.namespace")
+    api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
+    if not isinstance(namespace, str) or not namespace or namespace in existing:
+        return None
+    if not kind_is_namespaced(api_version, kind):
+        return None
+    return f'namespaces "{namespace}" not found'
 
 
 def no_matches(api_version: str, kind: str) -> str:

@@ -172,6 +172,8 @@ class Convergence:
 
 # (object, source file) -> problems as ``source: Kind/name: field: message`` lines.
 Validator = Callable[[JSON, str], list[str]]
+# What each cluster serves, the config resolver, a fingerprint, the namespaces each cluster has.
+Discovered = tuple[apiserver.Discovery, apiserver.ClusterResolver, int, dict[str, frozenset[str]]]
 
 
 class ControlPlane:
@@ -201,7 +203,7 @@ class ControlPlane:
         self._verdicts: dict[str, list[str]] = {}
         self._provider_stamps: dict[ObjectKey, tuple[Any, int, int, int]] = {}
         # (what each cluster serves, config resolver, fingerprint), dropped when it may change
-        self._discovery: tuple[apiserver.Discovery, apiserver.ClusterResolver, int] | None = None
+        self._discovery: Discovered | None = None
         # Deletes a Usage denied (or a Usage's finalizer holds), retried every round: key -> why
         self._pending_deletes: dict[ObjectKey, str] = {}
         self.providers.admission = self.remote_admission
@@ -325,15 +327,17 @@ class ControlPlane:
 
     # --- discovery (the strict API server, decision D8) -----------------------------------------
 
-    def discovery(self) -> tuple[apiserver.Discovery, apiserver.ClusterResolver, int]:
-        """What each cluster serves, recomputed only after a CRD, a CRD-wrapping Object, a
-        Release or a provider config changed; with a fingerprint of it."""
+    def discovery(self) -> Discovered:
+        """What every cluster serves, the namespaces each has and the config resolver,
+        recomputed only after a CRD, Release, provider config or wrapped Namespace changed;
+        with a fingerprint of it."""
         if self._discovery is None:
             objects = list(self._objects.values())
             resolver = apiserver.ClusterResolver(objects)
             served = apiserver.discover(objects, resolver=resolver)
-            fingerprint = hash(tuple(sorted(served.items())))
-            self._discovery = (served, resolver, fingerprint)
+            namespaces = apiserver.namespaces(objects, resolver)
+            fingerprint = hash((tuple(sorted(served.items())), tuple(sorted(namespaces.items()))))
+            self._discovery = (served, resolver, fingerprint, namespaces)
         return self._discovery
 
     def serves(self, api_version: str, kind: str, cluster: str = apiserver.CONTROL_PLANE) -> bool:
@@ -351,6 +355,10 @@ class ControlPlane:
         api_version, kind = str(manifest.get("apiVersion", "")), str(manifest.get("kind", ""))
         if not self.serves(api_version, kind, cluster):
             return f"observe failed: cannot get object: {apiserver.no_matches(api_version, kind)}"
+        existing = self.discovery()[3].get(cluster, apiserver.BUILTIN_NAMESPACES)
+        missing = apiserver.missing_namespace(manifest, existing)
+        if missing:
+            return f"create failed: cannot create object: {missing}"
         problems = self._composed_problems(manifest)
         if problems:
             return f"create failed: cannot create object: {'; '.join(problems)}"
