@@ -652,3 +652,61 @@ def test_class_with_a_version_attribute_that_is_not_semver_is_reported_naming_it
         "version (MAJOR.MINOR.PATCH, e.g. 8.9.0)"
     )
     assert ("SEVERITY_WARNING", message) in results(rsp)
+
+
+# --- issue 21: one namespace per tenant on the workload cluster (D10) ---------------------
+
+
+def _user(kind: str, namespace: str, name: str = "x") -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1"
+        if kind == "ModelReplica"
+        else "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
+def _tenant_namespaces(rsp) -> dict[str, dict]:
+    return {
+        key: body["spec"]["forProvider"]["manifest"]
+        for key, body in desired_resources(rsp).items()
+        if key.startswith("tenant-namespace-")
+    }
+
+
+def test_every_tenant_with_a_replica_or_object_on_the_cluster_gets_one_namespace_there():
+    users = [_user("ModelReplica", "team-a", "r1"), _user("ModelReplica", "team-a", "r2")]
+    objects = [_user("Object", "team-b"), _user("Object", "default"), _user("Object", "team-a")]
+    rsp = run(EXISTING, required=required_for(EXISTING, users, objects=objects))
+    found = _tenant_namespaces(rsp)
+    # Exactly one Object per namespace however many users; default always exists.
+    assert {k: m["metadata"]["name"] for k, m in found.items()} == {
+        "tenant-namespace-team-a": "team-a",
+        "tenant-namespace-team-b": "team-b",
+    }
+    body = desired_resources(rsp)["tenant-namespace-team-a"]
+    # Never deleted by Modelplane (it may hold the tenant's own Secrets), and not labelled as
+    # a replica's Object: it must not keep the cluster from being deleted.
+    assert "Delete" not in body["spec"]["managementPolicies"]
+    assert "modelplane.ai/cluster" not in body["metadata"].get("labels", {})
+    assert body["spec"]["providerConfigRef"]["kind"] == "ClusterProviderConfig"
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "modelplane-system", "monitoring"])
+def test_no_namespace_is_composed_for_a_reserved_name(namespace):
+    rsp = run(EXISTING, required=required_for(EXISTING, [_user("ModelReplica", namespace)]))
+    assert _tenant_namespaces(rsp) == {}
+
+
+def test_tenant_namespaces_are_kept_while_the_users_are_not_resolved():
+    users = [_user("ModelReplica", "team-a")]
+    first = desired_resources(run(EXISTING, required=required_for(EXISTING, users)))
+    observed = {k: observe(v, ready_status()) for k, v in first.items()}
+    required = required_for(EXISTING)
+    del required["model-replicas"]
+    later = desired_resources(run(EXISTING, observed, required))
+    assert "tenant-namespace-team-a" in later
+    # Resolved and empty: the tenant left, its namespace Object goes (the namespace stays).
+    gone = desired_resources(run(EXISTING, observed, required_for(EXISTING)))
+    assert "tenant-namespace-team-a" not in gone
