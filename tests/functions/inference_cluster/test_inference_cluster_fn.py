@@ -332,18 +332,32 @@ def test_gke_cluster_going_unready_keeps_provider_config_stack_and_storage_class
 # --- missing, unresolved and unprovisionable classes --------------------------------------
 
 
-def test_missing_class_on_a_new_cluster_composes_nothing_and_names_pool_and_class():
+def _pools_resolved(rsp) -> tuple[str, str, str]:
+    return conditions(rsp)["PoolsResolved"]
+
+
+def test_missing_class_on_a_new_cluster_composes_the_other_pools_and_names_the_bad_one():
     rsp = run(GKE, {}, required_for(GKE, drop={"gke-h100-8x-a3"}))
-    assert desired_resources(rsp) == {}
-    status, reason, message = conditions(rsp)["ClusterReady"]
-    assert (status, reason) == ("False", "WaitingForClasses")
-    assert message.startswith("Waiting for InferenceClasses: gke-h100-8x-a3")
-    assert "pool h100 (class gke-h100-8x-a3)" in message
-    assert ("SEVERITY_NORMAL", message) in results(rsp)
-    assert rsp.desired.composite.ready == 2  # READY_FALSE: not "Available" with no resources
+    pools = desired_resources(rsp)["gke-cluster"]["spec"]["nodePools"]
+    assert [p["name"] for p in pools] == ["l4"]
+    status, reason, message = _pools_resolved(rsp)
+    assert (status, reason) == ("False", "InvalidNodePool")
+    assert message.startswith(
+        "pool h100 (class gke-h100-8x-a3): InferenceClass gke-h100-8x-a3 not found"
+    )
+    assert ("SEVERITY_WARNING", message) in results(rsp)
+    published = desired_status(rsp)
+    assert [p["name"] for p in published["gpuPools"]] == ["l4"]
+    assert published["unavailablePools"] == [
+        {
+            "name": "h100",
+            "className": "gke-h100-8x-a3",
+            "reason": "InferenceClass gke-h100-8x-a3 not found",
+        }
+    ]
 
 
-def test_missing_class_on_a_running_cluster_holds_every_resource_and_the_status():
+def test_missing_class_on_a_running_cluster_holds_back_only_its_pool():
     observed = converge_gke()
     previous = desired_status(run(GKE, observed))
     xr = {**GKE, "status": previous}
@@ -351,13 +365,11 @@ def test_missing_class_on_a_running_cluster_holds_every_resource_and_the_status(
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        assert body["spec"] == observed[key]["spec"], key
-        assert body["metadata"]["name"] == observed[key]["metadata"]["name"]
-        assert "status" not in body
-    # The nodes still exist: the scheduler keeps seeing both pools and the gateway.
-    assert desired_status(rsp) == previous
-    assert conditions(rsp)["ClusterReady"][1] == "WaitingForClasses"
-    assert "pool l4 (class gke-l4-1x-g2)" in conditions(rsp)["ClusterReady"][2]
+        assert body["spec"] == observed[key]["spec"], key  # the l4 pool runs on as it is
+    # The cluster stays Ready for its other pools: nothing on them is withdrawn or moved.
+    assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
+    assert [p["name"] for p in desired_status(rsp)["gpuPools"]] == ["h100"]
+    assert "pool l4 (class gke-l4-1x-g2)" in _pools_resolved(rsp)[2]
 
 
 def test_renamed_class_keeps_the_existing_pool():
@@ -368,7 +380,7 @@ def test_renamed_class_keeps_the_existing_pool():
     pools = desired_resources(rsp)["gke-cluster"]["spec"]["nodePools"]
     assert [p["name"] for p in pools] == ["l4", "h100"]
     assert pools[0]["machineType"] == "g2-standard-8"
-    assert "pool l4 (class gke-l4-renamed)" in conditions(rsp)["ClusterReady"][2]
+    assert "pool l4 (class gke-l4-renamed)" in _pools_resolved(rsp)[2]
 
 
 def test_unresolved_classes_hold_quietly():
@@ -383,14 +395,17 @@ def test_class_without_gke_provisioning_is_an_invalid_node_pool():
     xr = copy.deepcopy(GKE)
     xr["spec"]["nodePools"][1]["className"] = "eks-l4-1x-g6"
     rsp = run(xr)
-    assert desired_resources(rsp) == {}
-    status, reason, message = conditions(rsp)["ClusterReady"]
+    pools = desired_resources(rsp)["gke-cluster"]["spec"]["nodePools"]
+    assert [p["name"] for p in pools] == ["l4"]
+    status, reason, message = _pools_resolved(rsp)
     assert (status, reason) == ("False", "InvalidNodePool")
-    assert message == "InferenceClass eks-l4-1x-g6 has no GKE provisioning block (pool h100)"
+    assert message.startswith(
+        "pool h100 (class eks-l4-1x-g6): InferenceClass eks-l4-1x-g6 has no GKE provisioning block"
+    )
     assert ("SEVERITY_WARNING", message) in results(rsp)
 
 
-def test_class_without_provisioning_on_a_running_cluster_holds_every_resource():
+def test_class_without_provisioning_on_a_running_cluster_holds_back_only_its_pool():
     observed = converge_gke()
     previous = desired_status(run(GKE, observed))
     xr = copy.deepcopy({**GKE, "status": previous})
@@ -401,10 +416,8 @@ def test_class_without_provisioning_on_a_running_cluster_holds_every_resource():
     for key, body in desired.items():
         assert body["spec"] == observed[key]["spec"], key
     assert [p["name"] for p in desired["gke-cluster"]["spec"]["nodePools"]] == ["l4", "h100"]
-    assert desired_status(rsp) == previous
-    status, reason, message = conditions(rsp)["ClusterReady"]
-    assert (status, reason) == ("False", "InvalidNodePool")
-    assert message == "InferenceClass h100-8x-byo has no GKE provisioning block (pool h100)"
+    assert conditions(rsp)["ClusterReady"][0] == "True"
+    assert "InferenceClass h100-8x-byo has no GKE provisioning block" in _pools_resolved(rsp)[2]
 
 
 def test_requirements_ask_for_each_class_once_and_for_replicas():
@@ -479,8 +492,8 @@ def test_eks_rejects_gke_only_class():
     xr = copy.deepcopy(EKS)
     xr["spec"]["nodePools"][0]["className"] = "gke-l4-1x-g2"
     rsp = run(xr)
-    assert conditions(rsp)["ClusterReady"][2] == (
-        "InferenceClass gke-l4-1x-g2 has no EKS provisioning block (pool l4)"
+    assert _pools_resolved(rsp)[2].startswith(
+        "pool l4 (class gke-l4-1x-g2): InferenceClass gke-l4-1x-g2 has no EKS provisioning block"
     )
 
 
@@ -584,7 +597,7 @@ def test_a_held_cluster_releases_its_guard_once_nothing_uses_it():
     keeps it (and its serving stack) for ever."""
     observed = guarded_observation()
     held = run(EXISTING, observed, required_for(EXISTING, drop={"h100-8x-byo"}))
-    assert conditions(held)["ClusterReady"][1] == "WaitingForClasses"
+    assert _pools_resolved(held)[1] == "InvalidNodePool"
     assert "usage-replicas" not in desired_resources(held)
     still_used = run(EXISTING, observed,
                      required_for(EXISTING, replicas=[REPLICA], drop={"h100-8x-byo"}))  # fmt: skip
@@ -644,10 +657,10 @@ def test_class_with_a_version_attribute_that_is_not_semver_is_reported_naming_it
     bad = copy.deepcopy(L4)
     bad["spec"]["devices"][0]["attributes"]["cudaComputeCapability"] = {"version": "8.9"}
     rsp = run(GKE, None, {**required_for(GKE), "class-gke-l4-1x-g2": [bad]})
-    status, reason, message = conditions(rsp)["ClusterReady"]
+    status, reason, message = _pools_resolved(rsp)
     assert (status, reason) == ("False", "InvalidNodePool")
-    assert message == (
-        "InferenceClass gke-l4-1x-g2 is invalid (pool l4 (class gke-l4-1x-g2)): "
+    assert message.startswith(
+        "pool l4 (class gke-l4-1x-g2): InferenceClass gke-l4-1x-g2 is invalid: "
         "spec.devices[0].attributes[cudaComputeCapability].version: '8.9' is not a semantic "
         "version (MAJOR.MINOR.PATCH, e.g. 8.9.0)"
     )

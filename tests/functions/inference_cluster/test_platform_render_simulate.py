@@ -95,12 +95,14 @@ def test_render_cluster_whose_class_is_missing(tmp_path):
     only_l4 = write(tmp_path / "classes.yaml", [yaml.safe_load(
         (EXAMPLES / "inferenceclass-l4.yaml").read_text())])  # fmt: skip
     docs = render(EXAMPLES / "inferencecluster-existing.yaml", "-e", str(only_l4))
-    assert by_key(docs) == {}
-    ready = conditions(docs[0])["ClusterReady"]
-    assert ready["reason"] == "WaitingForClasses"
-    assert ready["message"].startswith("Waiting for InferenceClasses: h100-8x-byo")
-    assert "pool h100 (class h100-8x-byo)" in ready["message"]
-    assert ready["status"] == "False"
+    # An Existing cluster connects anyway: only the pool of the missing class is held back.
+    assert set(by_key(docs)) == {"cluster-provider-config-kubernetes", "serving-stack"}
+    pools = conditions(docs[0])["PoolsResolved"]
+    assert (pools["status"], pools["reason"]) == ("False", "InvalidNodePool")
+    assert pools["message"].startswith(
+        "pool h100 (class h100-8x-byo): InferenceClass h100-8x-byo not found"
+    )
+    assert docs[0]["status"]["gpuPools"] == []
 
 
 def test_render_existing_cluster():

@@ -17,6 +17,8 @@ from modelplane_common.function import Outcome, Selector, Severity, validation_s
 from modelplane_common.managed import without_status
 from modelplane_common.observed import held, held_all, is_ready
 from modelplane_common.plain import JSON
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 
@@ -26,6 +28,7 @@ from compose_inference_cluster import resources as rs
 from compose_inference_cluster import tenants
 
 CLUSTER_READY = "ClusterReady"
+POOLS_RESOLVED = "PoolsResolved"
 BACKEND_READY = "BackendReady"
 REPLICAS_REQUIREMENT = "model-replicas"
 # The replicas' provider-kubernetes Objects on this cluster: a deleted replica's Objects are
@@ -34,7 +37,7 @@ REPLICAS_REQUIREMENT = "model-replicas"
 REPLICA_OBJECTS_REQUIREMENT = "replica-objects"
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 # The status fields this function owns (and re-publishes unchanged on a hold).
-PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools")
+PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
 
 def requirements(xr: JSON) -> dict[str, Selector]:
@@ -99,31 +102,19 @@ def compose(
             "Resolving InferenceClasses: " + ", ".join(classes.unresolved),
             quiet=True,
         )
-    if classes.missing or classes.unresolved:
-        names = classes.missing + classes.unresolved
-        message = (
-            f"Waiting for InferenceClasses: {', '.join(names)}"
-            f" (needed by {pl.pools_by_class(pools, names)})"
-        )
-        return _hold(outcome, xr, observed, "WaitingForClasses", message, severity="Normal")
-    if classes.invalid:
-        problems = [
-            f"InferenceClass {n} is invalid ({pl.pools_by_class(pools, [n])}): {why}"
-            for n, why in sorted(classes.invalid.items())
-        ]
-        return _hold(outcome, xr, observed, "InvalidNodePool", "; ".join(problems))
-
+    # A pool that cannot be resolved holds back only itself (issue 21): the cluster, its
+    # other pools and everything running on them go on.
     source = cluster.spec.cluster.source
-    if source in ("GKE", "EKS"):
-        problems = pl.provisioning_problems(pools, classes.resolved, source)
-        if problems:
-            return _hold(outcome, xr, observed, "InvalidNodePool", "; ".join(problems))
-
+    unavailable = pl.unavailable_pools(pools, classes, source)
+    pools = [p for p in pools if p.name not in unavailable]
+    _pool_conditions(outcome, xr, cluster, unavailable)
     gpu_pools = pl.gpu_pools(pools, classes.resolved)
     if source == "Existing":
         _compose_existing(outcome, cluster, observed)
     else:
-        _compose_cloud(outcome, cluster, observed, classes.resolved)
+        _compose_cloud(
+            outcome, cluster, observed, classes.resolved, pools=pools, unavailable=set(unavailable)
+        )
     # Without a provider config (yet, or for now) the namespaces are kept as they are.
     composed_config = rs.KEY_PROVIDER_CONFIG in outcome.resources
     tenants.compose(
@@ -135,7 +126,37 @@ def compose(
         namespace=rs.NAMESPACE,
     )
     outcome.composite_status = _status(outcome, name, observed, gpu_pools)
+    outcome.composite_status["unavailablePools"] = [
+        {"name": p.name, "className": p.className, "reason": unavailable[p.name]}
+        for p in cluster.spec.nodePools or []
+        if p.name in unavailable
+    ]
     return outcome
+
+
+def _pool_conditions(
+    outcome: Outcome,
+    xr: JSON,
+    cluster: ic.InferenceCluster,
+    unavailable: Mapping[str, str],
+) -> None:
+    """``PoolsResolved`` names every pool held back and why; an event when that changes."""
+    if not unavailable:
+        outcome.condition(POOLS_RESOLVED, True, "AllPoolsResolved", normal=True)
+        return
+    message = "; ".join(
+        f"pool {p.name} (class {p.className}): {unavailable[p.name]}"
+        for p in cluster.spec.nodePools or []
+        if p.name in unavailable
+    )
+    message += "; nothing new is placed on it, and the other pools serve on"
+    outcome.condition(POOLS_RESOLVED, False, "InvalidNodePool", message)
+    previous = next(
+        (c for c in tolerant.maps(xr, "status", "conditions") if c.get("type") == POOLS_RESOLVED),
+        {},
+    )
+    if previous.get("message") != message:
+        outcome.event("Warning", message, reason="InvalidNodePool")
 
 
 def _guard_replicas(
@@ -219,25 +240,48 @@ def _compose_cloud(
     cluster: ic.InferenceCluster,
     observed: Mapping[str, JSON],
     classes: Mapping[str, Any],
+    *,
+    pools: list[ic.NodePool],
+    unavailable: set[str],
 ) -> None:
+    """The cloud cluster with every resolvable pool; an unresolvable one as observed."""
     name = (cluster.metadata or {}).get("name", "")
     source = cluster.spec.cluster.source
-    pools = cluster.spec.nodePools or []
+    body: Any
     if source == "GKE":
         gke_spec = cluster.spec.cluster.gke
         assert gke_spec is not None  # XRD rule
         key, kind, usage_key = rs.KEY_GKE, "GKECluster", rs.KEY_USAGE_GKE
-        body = rs.gke_cluster(name, gke_spec, pl.gke_pools(pools, classes))
+        node_pools = pl.gke_pools(pools, classes) + pl.carried_pools(
+            observed.get(rs.KEY_GKE), unavailable, gke.NodePool
+        )
+        if node_pools:
+            body = rs.gke_cluster(name, gke_spec, _in_spec_order(node_pools, cluster))
         driver_root: str | None = rs.GKE_DRIVER_ROOT
     else:
         eks_spec = cluster.spec.cluster.eks
         assert eks_spec is not None  # XRD rule
         key, kind, usage_key = rs.KEY_EKS, "EKSCluster", rs.KEY_USAGE_EKS
-        body = rs.eks_cluster(name, eks_spec, pl.eks_pools(pools, classes))
+        node_pools_eks = pl.eks_pools(pools, classes) + pl.carried_pools(
+            observed.get(rs.KEY_EKS), unavailable, eks.NodePool
+        )
+        node_pools = list(node_pools_eks)
+        if node_pools_eks:
+            body = rs.eks_cluster(name, eks_spec, _in_spec_order(node_pools_eks, cluster))
         driver_root = None
 
     cloud = observed.get(key)
     cloud_ready = is_ready(cloud)
+    if not node_pools:
+        # The cloud cluster needs one GPU pool at least: with none resolvable, keep what
+        # exists as it is, and create nothing yet.
+        if cloud is None:
+            outcome.condition(
+                CLUSTER_READY, False, "InvalidNodePool", "no node pool can be resolved yet"
+            )
+            outcome.composite_ready = False
+            return
+        body = held(cloud)
     outcome.compose(key, body, ready=cloud_ready)
 
     secrets = _cloud_secrets(cloud) if cloud_ready else []
@@ -287,6 +331,12 @@ def _compose_cloud(
     else:
         outcome.condition(CLUSTER_READY, False, "Provisioning", f"{kind} {name} is not Ready yet")
     _backend_condition(outcome, observed, cluster_ready=cloud_ready)
+
+
+def _in_spec_order(node_pools: list, cluster: ic.InferenceCluster) -> list:
+    """Cloud pools in the order the InferenceCluster declares them, carried ones included."""
+    order = {p.name: i for i, p in enumerate(cluster.spec.nodePools or [])}
+    return sorted(node_pools, key=lambda p: order.get(p.name, len(order)))
 
 
 def _observed_stack_secrets(stack: JSON) -> list[ss.Secret]:

@@ -2,7 +2,7 @@
 
 Pure logic over the generated models. A pool's class is either resolved, missing (Crossplane
 answered the requirement with nothing), unresolved (the requirement has not been answered
-yet) or invalid; only a fully resolved set of classes lets the function change anything.
+yet) or invalid; a pool whose class is not resolved is held back alone (unavailable_pools).
 """
 
 from __future__ import annotations
@@ -108,21 +108,57 @@ def gpu_pools(pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass
     return published
 
 
-def provisioning_problems(
-    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass], cloud: Cloud
+def unavailable_pools(
+    pools: Sequence[ic.NodePool], classes: Classes, source: str
+) -> dict[str, str]:
+    """pool name -> why it cannot be resolved (its class missing, unresolved or invalid, or
+    not provisionable on the cluster's cloud). Only these pools are held back (issue 21)."""
+    bad: dict[str, str] = {}
+    for pool in pools:
+        name = pool.className
+        if name in classes.missing:
+            bad[pool.name] = f"InferenceClass {name} not found"
+        elif name in classes.unresolved:
+            bad[pool.name] = f"InferenceClass {name} not resolved yet"
+        elif name in classes.invalid:
+            bad[pool.name] = f"InferenceClass {name} is invalid: {classes.invalid[name]}"
+    if source in ("GKE", "EKS"):
+        resolved = [p for p in pools if p.name not in bad]
+        for pool, problem in zip(
+            resolved, _pool_provisioning(resolved, classes.resolved, source), strict=True
+        ):
+            if problem:
+                bad[pool.name] = problem
+    return bad
+
+
+def carried_pools(observed_cloud: Mapping | None, names: set[str], model: type) -> list:
+    """The observed cloud XR's entries for pools that cannot be resolved now: kept exactly
+    as they run, so a typo in one pool never resizes or deletes it."""
+    carried = []
+    for entry in tolerant.maps(observed_cloud, "spec", "nodePools"):
+        if entry.get("name") in names:
+            try:
+                carried.append(model.model_validate(entry))
+            except pydantic.ValidationError:
+                continue  # unreadable: the cloud XR is not ours to repair
+    return carried
+
+
+def _pool_provisioning(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass], cloud: str
 ) -> list[str]:
-    """One message per pool whose class cannot be provisioned on ``cloud``."""
     problems = []
     for pool in pools:
         spec = classes[pool.className].spec
         block = None
         if spec.provisioning is not None and spec.provisioning.provider == cloud:
             block = spec.provisioning.gke if cloud == "GKE" else spec.provisioning.eks
-        if block is None:
-            problems.append(
-                f"InferenceClass {pool.className} has no {cloud} provisioning block"
-                f" (pool {pool.name})"
-            )
+        problems.append(
+            ""
+            if block is not None
+            else f"InferenceClass {pool.className} has no {cloud} provisioning block"
+        )
     return problems
 
 
@@ -148,7 +184,7 @@ def gke_pools(
     for pool in pools:
         provisioning = classes[pool.className].spec.provisioning
         block = provisioning.gke if provisioning else None
-        assert block is not None  # checked by provisioning_problems
+        assert block is not None  # unavailable_pools holds back pools without one
         fields: JSON = {
             "name": pool.name,
             "role": "GPU",
@@ -174,7 +210,7 @@ def eks_pools(
     for pool in pools:
         provisioning = classes[pool.className].spec.provisioning
         block = provisioning.eks if provisioning else None
-        assert block is not None  # checked by provisioning_problems
+        assert block is not None  # unavailable_pools holds back pools without one
         fields: JSON = {
             "name": pool.name,
             "role": "GPU",

@@ -141,6 +141,16 @@ class Gateway(BaseModel):
     address: Annotated[str | None, Field(max_length=256)] = None
 
 
+class UnavailablePool(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(max_length=63)]
+    className: Annotated[str | None, Field(max_length=253)] = None
+    reason: Annotated[str, Field(max_length=1024)]
+
+
 class Attributes(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -193,6 +203,7 @@ class Status(BaseModel):
     namespace: str | None = None
     providerConfigRef: ProviderConfigRef | None = None
     gateway: Gateway | None = None
+    unavailablePools: Annotated[list[UnavailablePool] | None, Field(max_length=8)] = None
     gpuPools: Annotated[list[GpuPool] | None, Field(max_length=8)] = None
     conditions: list[dict[str, Any]] | None = None
 
