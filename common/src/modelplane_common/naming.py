@@ -9,6 +9,11 @@ _HASH_LENGTH = 5
 
 # The InferenceCluster a replica (and each Object it composes there) is pinned to.
 CLUSTER_LABEL = "modelplane.ai/cluster"
+# On a ModelCache's Objects: the cluster they stage to. Not CLUSTER_LABEL, which guards a
+# cluster against deletion while replicas' Objects remain: a cache follows its selector, and
+# a cluster being deleted must not wait for weights nobody runs. The InferenceCluster reads it
+# to compose the cache tenant's namespace there (D10).
+CACHE_CLUSTER_LABEL = "modelplane.ai/cache-cluster"
 
 
 def child_name(*parts: str) -> str:

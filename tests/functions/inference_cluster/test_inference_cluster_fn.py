@@ -111,6 +111,7 @@ def required_for(
     req = {f"class-{n}": ([] if n in drop else [CLASSES[n]]) for n in wanted}
     req["model-replicas"] = replicas or []
     req["replica-objects"] = objects or []
+    req["cache-objects"] = []
     return req
 
 
@@ -424,11 +425,17 @@ def test_requirements_ask_for_each_class_once_and_for_replicas():
     rsp = run(GKE)
     reqs = rsp.requirements.resources
     assert sorted(reqs) == [
+        "cache-objects",
         "class-gke-h100-8x-a3",
         "class-gke-l4-1x-g2",
         "model-replicas",
         "replica-objects",
     ]
+    # The caches' Objects on this cluster, in every namespace: their tenants need one here.
+    assert dict(reqs["cache-objects"].match_labels.labels) == {
+        "modelplane.ai/cache-cluster": "gke-us-central"
+    }
+    assert reqs["cache-objects"].namespace == ""
     assert reqs["class-gke-l4-1x-g2"].match_name == "gke-l4-1x-g2"
     for key, kind in (("model-replicas", "ModelReplica"), ("replica-objects", "Object")):
         assert reqs[key].kind == kind
@@ -691,13 +698,19 @@ def _tenant_namespaces(rsp) -> dict[str, dict]:
 def test_every_tenant_with_a_replica_or_object_on_the_cluster_gets_one_namespace_there():
     users = [_user("ModelReplica", "team-a", "r1"), _user("ModelReplica", "team-a", "r2")]
     objects = [_user("Object", "team-b"), _user("Object", "default"), _user("Object", "team-a")]
-    rsp = run(EXISTING, required=required_for(EXISTING, users, objects=objects))
+    required = required_for(EXISTING, users, objects=objects)
+    required["cache-objects"] = [_user("Object", "team-c"), _user("Object", "team-a")]
+    rsp = run(EXISTING, required=required)
     found = _tenant_namespaces(rsp)
     # Exactly one Object per namespace however many users; default always exists.
     assert {k: m["metadata"]["name"] for k, m in found.items()} == {
         "tenant-namespace-team-a": "team-a",
         "tenant-namespace-team-b": "team-b",
+        "tenant-namespace-team-c": "team-c",  # a cache stages here, no replica yet
     }
+    # Cache Objects do not guard the cluster against deletion; replicas' Objects do.
+    required["model-replicas"], required["replica-objects"] = [], []
+    assert "usage-replicas" not in desired_resources(run(EXISTING, required=required))
     body = desired_resources(rsp)["tenant-namespace-team-a"]
     # Never deleted by Modelplane (it may hold the tenant's own Secrets), and not labelled as
     # a replica's Object: it must not keep the cluster from being deleted.

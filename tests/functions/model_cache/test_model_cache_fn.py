@@ -176,8 +176,9 @@ def test_first_reconcile_on_gke_eks_and_existing():
             "kind": "ClusterProviderConfig",
             "name": f"{cluster_name}-cluster-kubeconfig-dbb9b",
         }
-        # The cluster label lets the InferenceCluster compose the tenant's namespace there.
-        assert body["metadata"] == {"labels": {"modelplane.ai/cluster": cluster_name}}
+        # The label lets the InferenceCluster compose the tenant's namespace there, without
+        # guarding the cluster against deletion as a replica's Objects do.
+        assert body["metadata"] == {"labels": {"modelplane.ai/cache-cluster": cluster_name}}
         if key.startswith("pvc-"):
             classes[cluster_name] = manifest["spec"]["storageClassName"]
             assert "managementPolicies" not in body["spec"]
@@ -216,7 +217,7 @@ def test_rendered_example_matches_the_spec():
     assert objects["pvc-gke-us-central"] == {
         "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
         "kind": "Object",
-        "metadata": {"labels": {"modelplane.ai/cluster": "gke-us-central"}},
+        "metadata": {"labels": {"modelplane.ai/cache-cluster": "gke-us-central"}},
         "spec": {
             "providerConfigRef": {
                 "kind": "ClusterProviderConfig",

@@ -15,6 +15,7 @@ import pydantic
 from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, Severity, validation_summary
 from modelplane_common.managed import without_status
+from modelplane_common.naming import CACHE_CLUSTER_LABEL
 from modelplane_common.observed import held, held_all, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
@@ -36,6 +37,8 @@ REPLICAS_REQUIREMENT = "model-replicas"
 # stack) until the workload cluster has deleted what they made.
 REPLICA_OBJECTS_REQUIREMENT = "replica-objects"
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+# The ModelCaches' Objects on this cluster: their tenants need a namespace here too (D10).
+CACHE_OBJECTS_REQUIREMENT = "cache-objects"
 # The status fields this function owns (and re-publishes unchanged on a hold).
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
@@ -49,6 +52,9 @@ def requirements(xr: JSON) -> dict[str, Selector]:
         ),
         REPLICA_OBJECTS_REQUIREMENT: Selector(
             OBJECT_API_VERSION, "Object", match_labels={rs.CLUSTER_LABEL: name}
+        ),
+        CACHE_OBJECTS_REQUIREMENT: Selector(
+            OBJECT_API_VERSION, "Object", match_labels={CACHE_CLUSTER_LABEL: name}
         ),
     }
     for class_name in sorted({p.get("className", "") for p in _raw_pools(xr)} - {""}):
@@ -74,6 +80,8 @@ def compose(
     objects = required.get(REPLICA_OBJECTS_REQUIREMENT)
     users = None if replicas is None or objects is None else replicas + objects
     _guard_replicas(outcome, name, observed, users)
+    caches = required.get(CACHE_OBJECTS_REQUIREMENT)
+    tenant_users = None if users is None or caches is None else users + caches
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
     if drained is not None:
         outcome.condition(drain.REPLICAS_DRAINED, *drained)
@@ -121,7 +129,7 @@ def compose(
         outcome,
         name,
         observed,
-        users if composed_config else None,
+        tenant_users if composed_config else None,
         provider_config=rs.provider_config_name(name),
         namespace=rs.NAMESPACE,
     )

@@ -13,7 +13,7 @@ from modelplane_common.cache_naming import (
     cache_hydration_job_name,
     cache_pvc_name,
 )
-from modelplane_common.naming import CLUSTER_LABEL
+from modelplane_common.naming import CACHE_CLUSTER_LABEL
 from modelplane_common.plain import JSON
 from modelplane_common.tenancy import remote_namespace
 
@@ -154,8 +154,8 @@ def wrapped(
 ) -> JSON:
     """``manifest`` in a provider-kubernetes Object for the cluster's ClusterProviderConfig.
 
-    The cluster label lets the InferenceCluster see which tenants have objects on it, and
-    compose their namespace there (D10) until the last one is gone."""
+    The label lets the InferenceCluster see which tenants stage caches on it, and compose
+    their namespace there (D10)."""
     spec: JSON = {
         "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
         "readiness": {"policy": "DeriveFromCelQuery", "celQuery": cel_query},
@@ -168,6 +168,6 @@ def wrapped(
     return {
         "apiVersion": OBJECT_API_VERSION,
         "kind": "Object",
-        "metadata": {"labels": {CLUSTER_LABEL: cluster}},
+        "metadata": {"labels": {CACHE_CLUSTER_LABEL: cluster}},
         "spec": spec,
     }
