@@ -74,6 +74,8 @@ def test_scripted_scenario_failure_recovery_scale_and_delete(test_catalog):
                 "spec": {"credentials": {"source": "InjectedIdentity"}},
             }
         )
+        # The Jobs go to this namespace of the (in-cluster) target: it must exist first.
+        plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "models"}})
         plane.apply(widget(["a", "b"]))
         assert plane.run(max_rounds=10).converged
         xr = plane.find("Widget", "w", "team-a")
@@ -115,4 +117,4 @@ def test_scripted_scenario_failure_recovery_scale_and_delete(test_catalog):
         # Deleting the XR removes everything it composed.
         plane.delete(plane.key("Widget", "w", "team-a"))
         assert plane.run(max_rounds=10).converged
-        assert [o["kind"] for o in plane.objects()] == ["ClusterProviderConfig"]
+        assert sorted(o["kind"] for o in plane.objects()) == ["ClusterProviderConfig", "Namespace"]

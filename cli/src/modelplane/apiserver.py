@@ -146,7 +146,7 @@ _DISCOVERY_KINDS = frozenset({"CustomResourceDefinition", "Release", *PROVIDER_C
 def changes_discovery(obj: JSON) -> bool:
     """Whether writing or deleting ``obj`` can change what a cluster serves (its kinds, or
     the namespaces it has)."""
-    if obj.get("kind") in _DISCOVERY_KINDS:
+    if obj.get("kind") in _DISCOVERY_KINDS or _is_namespace(obj):
         return True
     manifest = lookup(obj, ".spec.forProvider.manifest")
     return (
@@ -170,6 +170,11 @@ def namespaces(objects: Iterable[JSON], resolver: ClusterResolver) -> dict[str, 
     creates it). A namespaced object anywhere else is refused, as the API server does."""
     found: dict[str, set[str]] = {}
     for obj in objects:
+        if _is_namespace(obj):  # the control plane's own
+            name = meta(obj).get("name")
+            if isinstance(name, str) and name:
+                found.setdefault(CONTROL_PLANE, set()).add(name)
+            continue
         if is_provider_object(obj, "Object"):
             manifest = lookup(obj, ".spec.forProvider.manifest")
             created = lookup(obj, ".status.atProvider.manifest")
