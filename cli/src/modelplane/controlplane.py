@@ -462,6 +462,10 @@ class ControlPlane:
             owners = meta(other).get("ownerReferences") or []
             if any(owner.get("uid") == uid for owner in owners):
                 deleted.extend(self.delete(other_key, collected=True))
+        if key[:2] == ("v1", "Namespace"):
+            # The namespace controller deletes everything in a deleted namespace.
+            for other_key in sorted(k for k in self._objects if k[2] == key[3]):
+                deleted.extend(self.delete(other_key, collected=True))
         return deleted
 
     def _retry_deletions(self) -> None:
