@@ -170,3 +170,40 @@ def test_failover_off_a_dead_cluster_after_its_grace_period(converged_example: C
     assert serving(plane) == {GKE_0}
     deployment = find(plane, "ModelDeployment", DEPLOYMENT)
     assert conditions(deployment)["ReplicasReady"][:2] == ("True", "AllReplicasReady")
+
+
+def test_a_replica_made_in_the_shared_namespace_moves_to_its_own_make_before_break(
+    converged_example: Callable,
+):
+    # Issue 21 (D10): a replica an earlier Modelplane put in the workload cluster's shared
+    # namespace ``default``. Its Objects are made to look like that; from then on the replica
+    # keeps them exactly as they run, and its deployment replaces it with one in ml-team.
+    plane = fork(converged_example("multi-cluster").plane)
+    old = find(plane, "ModelReplica", EKS_0)
+    for obj in plane.composed_by(old):
+        if obj["kind"] == "Object":
+            legacy = {"spec": {"forProvider": {"manifest": {"metadata": {"namespace": "default"}}}}}
+            plane.patch(plane.key("Object", obj["metadata"]["name"], NAMESPACE), legacy)
+    before = serving(plane)
+    assert before == {EKS_0}
+
+    history = rounds(plane)
+    counts = [len(now) for _, now in history]
+    print("serving per round:", counts)
+    assert min(counts) >= 1, history  # never unserved while it moves
+    assert any(len(where) == 2 for where, _ in history), "old and new ran side by side"
+    (new,) = replicas(plane, DEPLOYMENT)
+    assert new != EKS_0
+    assert serving(plane) == {new} and routed(plane, SERVICE) == {new: 1}
+    replica = find(plane, "ModelReplica", new)
+    assert replica["status"]["remoteNamespace"] == NAMESPACE
+    manifests = [o["spec"]["forProvider"]["manifest"] for o in plane.composed_by(replica)]
+    assert {m["metadata"]["namespace"] for m in manifests if m["kind"] != "Namespace"} == {
+        NAMESPACE
+    }
+    # Nothing of the old replica is left in the shared namespace.
+    assert not [
+        o
+        for o in plane.list(kind="Object")
+        if o["spec"]["forProvider"]["manifest"]["metadata"].get("namespace") == "default"
+    ]
