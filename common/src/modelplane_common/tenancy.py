@@ -28,6 +28,7 @@ PLATFORM_NAMESPACES = frozenset(
         "node-feature-discovery",
         "dra-driver-nvidia-gpu",
         "metallb-system",
+        "traefik-system",
     }
 )
 RESERVED_PREFIX = "kube-"
