@@ -207,3 +207,35 @@ def test_a_replica_made_in_the_shared_namespace_moves_to_its_own_make_before_bre
         for o in plane.list(kind="Object")
         if o["spec"]["forProvider"]["manifest"]["metadata"].get("namespace") == "default"
     ]
+
+
+def test_a_cluster_whose_devices_no_longer_fit_drains_its_replica_make_before_break(
+    converged_example: Callable,
+):
+    # Issue 21: the class behind eks-us-east's l40s pool now publishes 24Gi GPUs; the 40Gi
+    # engine no longer fits there. The running replica is kept exactly as it runs and drained,
+    # never deleted before its replacement (on gke-us-central's h100 pool) serves.
+    plane = fork(converged_example("multi-cluster").plane)
+    smaller = plane.find("InferenceClass", "eks-l40s-1x-g6e")
+    devices = smaller["spec"]["devices"]
+    devices[0]["capacity"]["memory"] = {"value": "24Gi"}
+    plane.patch(plane.key("InferenceClass", "eks-l40s-1x-g6e"), {"spec": {"devices": devices}})
+    watched: list[str] = []
+    history = []
+    for _ in range(MAX_ROUNDS):
+        report = plane.round()
+        history.append((replicas(plane, DEPLOYMENT), serving(plane)))
+        message = conditions(find(plane, "ModelDeployment", DEPLOYMENT))["ReplicasScheduled"][2]
+        watched.append(message)
+        if not report.changed:
+            break
+    counts = [len(now) for _, now in history]
+    print("serving per round:", counts)
+    assert min(counts) >= 1, history
+    assert any(len(where) == 2 for where, _ in history), "old and new ran side by side"
+    assert any(
+        'no longer fits: engine main does not match the devices of pool "l40s"' in m
+        for m in watched
+    ), watched
+    assert replicas(plane, DEPLOYMENT) == {GKE_0: "gke-us-central"}
+    assert serving(plane) == {GKE_0}

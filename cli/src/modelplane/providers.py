@@ -185,7 +185,11 @@ class ProviderSimulator:
         config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
         remote = simulate_kubernetes(manifest, Site(config, remote=True, world=lambda _: []))
         remote = remote or copy.deepcopy(manifest)
-        pending = draclaims.unschedulable(manifest, config, world)
+        # kube-scheduler places pending pods only: pods already running keep the devices they
+        # were allocated, whatever the cluster publishes now.
+        pending = (
+            None if _running(obj, manifest) else draclaims.unschedulable(manifest, config, world)
+        )
         if pending is not None:
             remote["status"] = unavailable(remote, pending)
         for override in overrides:
@@ -223,6 +227,18 @@ class ProviderSimulator:
         except (cel.CelCompileError, cel.CelEvalError):
             return False  # a failing query means "not ready", as in provider-kubernetes
         return result is True
+
+
+def _running(obj: JSON, manifest: JSON) -> bool:
+    """Whether the workload was last observed Available with this very pod spec."""
+    previous = lookup(obj, ".status.atProvider.manifest")
+    if not isinstance(previous, dict) or previous.get("spec") != manifest.get("spec"):
+        return False
+    conditions = lookup(previous, ".status.conditions") or []
+    return any(
+        isinstance(c, dict) and c.get("type") == "Available" and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 PROVIDER_CONFIG_KINDS = ("ProviderConfig", "ClusterProviderConfig")
