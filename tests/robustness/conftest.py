@@ -35,8 +35,8 @@ Recorded = dict[str, dict[str, tuple[fnv1.RunFunctionRequest, tuple[str, ...]]]]
 
 
 class _RecordingHost:
-    """A FunctionHost stand-in that keeps each function's last request per XR, with the
-    functions that run before it in the pipeline being run (``steps``)."""
+    """A FunctionHost stand-in that keeps each function's last request per XR, and the
+    functions that ran before it in that XR's pipeline (``steps``, set by the runner)."""
 
     def __init__(self, host: FunctionHost, store: Recorded):
         self.host = host
@@ -60,7 +60,8 @@ def _steps(composition: JSON) -> list[str]:
     return [function_directory(step["functionRef"]["name"]) for step in pipeline]
 
 
-def _record(plane: ControlPlane, example: str, store: dict) -> None:
+def _recording_fork(plane: ControlPlane) -> tuple[ControlPlane, Recorded]:
+    """A fork of ``plane`` whose rounds record every function's last request per XR."""
     shared = (plane.runner, plane.catalog, plane.validator, plane.progress)
     fork = copy.deepcopy(plane, memo={id(thing): thing for thing in shared})
     host = plane.runner.host  # type: ignore[attr-defined]
@@ -74,18 +75,55 @@ def _record(plane: ControlPlane, example: str, store: dict) -> None:
         return run_pipeline(recording, composition, xr, observed, required, context)  # type: ignore[arg-type]
 
     fork.runner = runner
+    return fork, recorded
+
+
+def _record(plane: ControlPlane, example: str, store: dict) -> None:
+    fork, recorded = _recording_fork(plane)
     fork.round()
     for function, requests in recorded.items():
         for xr, (req, upstream) in requests.items():
             store.setdefault(function, []).append(Base.of(f"{example}:{xr}", req, upstream))
 
 
+def _wrapped_kind(obj: JSON) -> str | None:
+    return ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest", {}).get("kind")
+
+
+def _record_hydrating_cache(plane: ControlPlane, example: str, store: dict) -> None:
+    """A ModelCache's hydration Job goes once the weights are staged, so no converged example
+    observes it (issue 21: every kind of observed resource is fuzzed). A second cache with the
+    same spec, applied to a fork, is recorded in the first round that observes its Job."""
+    fork, recorded = _recording_fork(plane)
+    (cache,) = fork.list(kind="ModelCache")
+    metadata = cache["metadata"]
+    twin = {
+        "apiVersion": cache["apiVersion"],
+        "kind": cache["kind"],
+        "metadata": {"name": f"{metadata['name']}-twin", "namespace": metadata["namespace"]},
+        "spec": copy.deepcopy(cache["spec"]),
+    }
+    fork.apply(twin)
+    for _ in range(6):
+        recorded.clear()
+        fork.round()
+        req, upstream = recorded["compose-model-cache"][f"ModelCache/{twin['metadata']['name']}"]
+        observed = [to_plain(r.resource) for r in req.observed.resources.values()]
+        if any(_wrapped_kind(obj) == "Job" for obj in observed):
+            name = f"{example}:ModelCache/{twin['metadata']['name']} (hydrating)"
+            store.setdefault("compose-model-cache", []).append(Base.of(name, req, upstream))
+            return
+    raise AssertionError("the second ModelCache's hydration Job was never observed")
+
+
 @pytest.fixture(scope="session")
 def fuzz_bases(converged_example: Callable[[str], Any]) -> dict[str, list[Base]]:
-    """Function name -> its converged requests, as fuzz bases."""
+    """Function name -> its converged requests, as fuzz bases (and a hydrating ModelCache)."""
     store: dict[str, list[Base]] = {}
     for example in EXAMPLES:
         converged = converged_example(example)
         assert converged.outcome.converged, converged.outcome.reason
         _record(converged.plane, example, store)
+        if example == "multi-node":
+            _record_hydrating_cache(converged.plane, example, store)
     return store

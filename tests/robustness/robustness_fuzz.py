@@ -160,11 +160,14 @@ class Base:
     def of(
         cls, name: str, request: fnv1.RunFunctionRequest, upstream: tuple[str, ...] = ()
     ) -> Base:
+        # Sorted: protobuf map order differs between processes, and a seed must draw the same
+        # perturbations in every run.
         xr = to_plain(request.observed.composite.resource)
-        observed = {k: to_plain(r.resource) for k, r in request.observed.resources.items()}
+        resources = request.observed.resources
+        observed = {k: to_plain(resources[k].resource) for k in sorted(resources)}
         required = {
-            k: [to_plain(item.resource) for item in rs.items]
-            for k, rs in request.required_resources.items()
+            k: [to_plain(item.resource) for item in request.required_resources[k].items]
+            for k in sorted(request.required_resources)
         }
         context = to_plain(request.context) if request.HasField("context") else None
         regions: Regions = {}
@@ -283,7 +286,7 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
             found = original(target)
             if found is None:
                 return None
-            touched[target] = copy.deepcopy(found)
+            touched[target] = _copied(found)
         return touched[target]
 
     for p in perturbations:
@@ -334,6 +337,15 @@ def apply(base: Base, perturbations: list[Perturbation]) -> fnv1.RunFunctionRequ
         else:
             req.context.CopyFrom(to_struct(context))
     return req
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a plain JSON value (copy.deepcopy's memo made it most of ``apply``'s time)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
 
 
 def _mutate(obj: Any, path: Path, op: str, value: Any) -> None:
@@ -399,6 +411,25 @@ class Tally:
 
     def failed(self) -> bool:
         return bool(self.crashes or self.fatals or self.drops or self.nondeterministic)
+
+    def without(self, known: Callable[[Finding], bool]) -> tuple[Tally, list[Finding]]:
+        """This tally without the findings ``known`` matches, and those findings."""
+        kept = Tally(runs=self.runs)
+        left = []
+        for finding in self.findings:
+            if known(finding):
+                left.append(finding)
+                continue
+            kept.findings.append(finding)
+            if finding.kind == "crash":
+                kept.crashes += 1
+            elif finding.kind == "fatal":
+                kept.fatals += 1
+            elif finding.kind == "drop":
+                kept.drops += 1
+            else:
+                kept.nondeterministic += 1
+        return kept, left
 
 
 def _fatal(rsp: fnv1.RunFunctionResponse) -> str | None:

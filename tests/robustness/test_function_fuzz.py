@@ -17,16 +17,37 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from modelplane.pipeline import repository_functions
+from modelplane_common import tolerant
+from modelplane_common.plain import to_plain
 from modelplane_common.serving import serve_in_background
-from robustness_fuzz import Base, Run, apply, chained, draw, fuzz, summary
+from robustness_fuzz import Base, Finding, Run, apply, chained, draw, fuzz, summary
 
 FUNCTIONS = sorted(repository_functions())
 FUZZ_RUNS = int(os.environ.get("MODELPLANE_FUZZ_RUNS", "1000"))
 SHOWN = int(os.environ.get("MODELPLANE_FUZZ_SHOW", "3"))  # distinct findings printed
 SEED = os.environ.get("MODELPLANE_FUZZ_SEED", "")  # appended to the function's name
+
+
+def _replica_index_unreadable(finding: Finding) -> bool:
+    return finding.kind == "drop" and any(
+        p.split(" ", 1)[1].startswith("observed[replica-") and ".metadata.labels" in p
+        for p in finding.perturbations
+    )
+
+
+# Findings in functions issue 21 did not change, left to their owners (docs/robustness.md,
+# round two): printed, not failed. Each is reproduced by a strict xfail in
+# test_reported_cases.py, which fails once it is fixed: then remove it here too.
+KNOWN: dict[str, Callable[[Finding], bool]] = {
+    # An observed ModelReplica whose modelplane.ai/replica-index label is unreadable while its
+    # cluster's status is unknown: the replica and its endpoint are dropped.
+    "compose-model-deployment": _replica_index_unreadable,
+}
 
 
 def _pipeline(function: str, bases: list[Base]) -> Run:
@@ -42,18 +63,35 @@ def test_every_function_has_fuzz_bases(fuzz_bases: dict[str, list[Base]]):
     }
 
 
+# Kinds (and the kind an Object wraps) whose every field issue 21 asked to have fuzzed; the
+# hydration Job only exists until the weights are staged (see conftest).
+MUST_OBSERVE = {
+    "compose-model-cache": {("Object", "Job"), ("Object", "PersistentVolumeClaim")},
+    "compose-serving-stack": {("Usage", None), ("Release", None), ("Object", "Gateway")},
+    "compose-usages": {("Usage", None), ("Release", None), ("Object", "Namespace")},
+    "compose-inference-cluster": {("Usage", None), ("ClusterUsage", None), ("ServingStack", None)},
+    "compose-inference-gateway": {("Usage", None), ("ClusterUsage", None), ("Release", None)},
+}
+
+
+def _kind(obj: Any) -> tuple[str, str | None]:
+    manifest = tolerant.mapping(obj, "spec", "forProvider", "manifest")
+    return tolerant.text(obj, "kind") or "", tolerant.text(manifest, "kind")
+
+
 def test_every_composed_kind_is_among_the_observed_resources(fuzz_bases: dict[str, list[Base]]):
     """Each kind a function composes in its bases' answers is observed in some base, so its
-    every field is perturbed (issue 21: the Usages of ServingStack and InferenceCluster)."""
+    every field is perturbed (issue 21), and so are the kinds listed above."""
     for function, bases in fuzz_bases.items():
         run = _pipeline(function, bases)
         composed = {
-            (r.resource["apiVersion"], r.resource["kind"])
+            _kind(to_plain(r.resource))
             for base in bases
             for r in run(base.request).desired.resources.values()
         }
-        observed = {(o["apiVersion"], o["kind"]) for b in bases for o in b.observed.values()}
-        assert composed <= observed, (function, sorted(composed - observed))
+        observed = {_kind(obj) for base in bases for obj in base.observed.values()}
+        wanted = composed | MUST_OBSERVE.get(function, set())
+        assert wanted <= observed, (function, sorted(wanted - observed, key=str))
 
 
 def test_a_chained_base_answers_as_its_recorded_request(fuzz_bases: dict[str, list[Base]]):
@@ -74,6 +112,9 @@ def test_function_survives_perturbed_input(function: str, fuzz_bases: dict[str, 
     run = _pipeline(function, fuzz_bases[function])
     tally = fuzz(run, fuzz_bases[function], FUZZ_RUNS, seed=function + SEED)
     print(f"\n{function}: {summary(tally, limit=SHOWN)}")
+    tally, known = tally.without(KNOWN.get(function, lambda _: False))
+    if known:
+        print(f"  {len(known)} known (see KNOWN), not failed")
     assert tally.runs == FUZZ_RUNS
     assert not tally.failed(), summary(tally)
 

@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from modelplane_common import observed, tolerant
-from modelplane_common.plain import JSON, to_plain
+from modelplane_common.plain import JSON, fill_struct, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
@@ -177,13 +177,13 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     for key, composed in outcome.resources.items():
         resource = rsp.desired.resources[key]
         resource.resource.Clear()
-        resource.resource.update(composed.body)
+        fill_struct(resource.resource, composed.body)
         resource.ready = _READY[composed.ready]
     if outcome.composite_status is not None:
         composite = to_plain(rsp.desired.composite.resource)
         composite["status"] = outcome.composite_status
         rsp.desired.composite.resource.Clear()
-        rsp.desired.composite.resource.update(composite)
+        fill_struct(rsp.desired.composite.resource, composite)
     if outcome.composite_ready is not None:
         rsp.desired.composite.ready = _READY[outcome.composite_ready]
     for condition in outcome.conditions:
@@ -209,7 +209,7 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
         _require(rsp, key, selector)
     if outcome.context is not None:
         rsp.context.Clear()
-        rsp.context.update(outcome.context)
+        fill_struct(rsp.context, outcome.context)
 
 
 def _readiness_known(request: Request, outcome: Outcome) -> None:

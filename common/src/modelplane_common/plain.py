@@ -17,17 +17,19 @@ JSON = dict[str, Any]
 def plain_value(value: struct_pb2.Value) -> Any:
     """A protobuf Value as plain Python (see ``to_plain``)."""
     kind = value.WhichOneof("kind")
+    # Most frequent first; maps iterate their keys (a map's items() view is pure Python).
+    if kind == "string_value":
+        return value.string_value
     if kind == "struct_value":
-        return {k: plain_value(v) for k, v in value.struct_value.fields.items()}
+        fields = value.struct_value.fields
+        return {k: plain_value(fields[k]) for k in fields}
     if kind == "list_value":
-        return [plain_value(v) for v in value.list_value.values]
+        return list(map(plain_value, value.list_value.values))
     if kind == "number_value":
         number = value.number_value
         if not math.isfinite(number):
             return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
         return int(number) if number.is_integer() and abs(number) < 2**53 else number
-    if kind == "string_value":
-        return value.string_value
     if kind == "bool_value":
         return value.bool_value
     return None  # null_value, or no kind set
@@ -37,11 +39,48 @@ def to_plain(struct: struct_pb2.Struct) -> JSON:
     """A Struct as a dict, with whole-number floats turned back into ints (non-finite numbers
     read as json_format writes them). Walks the message directly: json_format's generic
     reflection took most of a function's time on large observed resources (CRD bundles)."""
-    return {k: plain_value(v) for k, v in struct.fields.items()}
+    fields = struct.fields
+    return {k: plain_value(fields[k]) for k in fields}
 
 
 def to_struct(value: JSON) -> struct_pb2.Struct:
     """A dict as a Struct."""
     struct = struct_pb2.Struct()
-    struct.update(value)
+    fill_struct(struct, value)
     return struct
+
+
+def fill_struct(struct: struct_pb2.Struct, value: JSON) -> None:
+    """Set ``value``'s entries in ``struct``: ``Struct.update`` without its per-value
+    dispatch through generic helpers (a third of the time on large composed resources)."""
+    fields = struct.fields
+    for key, item in value.items():
+        _set_value(fields[key], item)
+
+
+def _set_value(target: struct_pb2.Value, value: Any) -> None:
+    if isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, dict):
+        inner = target.struct_value
+        inner.Clear()  # also marks an empty map as set
+        fields = inner.fields
+        for key, item in value.items():
+            _set_value(fields[key], item)
+    elif isinstance(value, (list, tuple)):
+        listed = target.list_value
+        listed.Clear()
+        add = listed.values.add
+        for item in value:
+            _set_value(add(), item)
+    elif value is None:
+        target.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, (int, float)):
+        target.number_value = value
+    else:
+        # What Struct.update accepts besides (a Struct or ListValue message), or its error.
+        struct = struct_pb2.Struct()
+        struct.update({"v": value})
+        target.CopyFrom(struct.fields["v"])
