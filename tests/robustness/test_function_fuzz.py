@@ -33,21 +33,9 @@ SHOWN = int(os.environ.get("MODELPLANE_FUZZ_SHOW", "3"))  # distinct findings pr
 SEED = os.environ.get("MODELPLANE_FUZZ_SEED", "")  # appended to the function's name
 
 
-def _replica_index_unreadable(finding: Finding) -> bool:
-    return finding.kind == "drop" and any(
-        p.split(" ", 1)[1].startswith("observed[replica-") and ".metadata.labels" in p
-        for p in finding.perturbations
-    )
-
-
-# Findings in functions issue 21 did not change, left to their owners (docs/robustness.md,
-# round two): printed, not failed. Each is reproduced by a strict xfail in
-# test_reported_cases.py, which fails once it is fixed: then remove it here too.
-KNOWN: dict[str, Callable[[Finding], bool]] = {
-    # An observed ModelReplica whose modelplane.ai/replica-index label is unreadable while its
-    # cluster's status is unknown: the replica and its endpoint are dropped.
-    "compose-model-deployment": _replica_index_unreadable,
-}
+# Findings left to a later issue: printed, not failed. Each is reproduced by a strict xfail in
+# test_reported_cases.py, which fails once it is fixed: then remove it here too. None now.
+KNOWN: dict[str, Callable[[Finding], bool]] = {}
 
 
 def _pipeline(function: str, bases: list[Base]) -> Run:

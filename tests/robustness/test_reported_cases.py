@@ -429,12 +429,6 @@ def _replica_label(value: Any) -> Edit:
     return edit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 21 finding, left to compose-model-deployment's owner: an observed replica "
-    "whose replica-index label is unreadable, while its cluster's status is unknown, is "
-    "dropped with its endpoint (fixed: remove this mark and KNOWN in test_function_fuzz.py)",
-)
 @pytest.mark.parametrize("value", [None, "", "garbage", 7], ids=["missing", "empty", "text", "int"])
 def test_a_replica_with_an_unreadable_index_label_is_kept(servers, fuzz_bases, value):
     stub = servers("compose-model-deployment")

@@ -282,14 +282,21 @@ def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.Ob
         replica = scheduler.parse_replica(body)
         if replica is None:
             continue
-        # Composed by this deployment, so ours even if its labels were tampered with.
+        # Composed by this deployment, so ours even if its labels were tampered with: an
+        # unreadable index label falls back to the index its composition key carries, or the
+        # replica would be re-keyed (deleted and made again) under index 0.
+        index = replica.index
+        label = tolerant.text(body, "metadata", "labels", names.INDEX_LABEL)
+        suffix = key.rsplit("-", 1)[-1]
+        if not (label and label.isdigit()) and suffix.isdigit():
+            index = int(suffix)
         replicas.append(
             scheduler.ObservedReplica(
                 replica.name,
                 replica.namespace or (request.namespace or ""),
                 request.name,
                 replica.cluster,
-                replica.index,
+                index,
                 body,
             )
         )
