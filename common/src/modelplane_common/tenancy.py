@@ -9,11 +9,6 @@ remote objects. The InferenceCluster composes each such namespace, exactly one O
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from modelplane_common import tolerant
-
 # Before D10 every tenant's remote objects shared this namespace; replicas still found there
 # are replaced make-before-break (design/tenancy.md).
 LEGACY_SHARED_NAMESPACE = "default"
@@ -54,11 +49,3 @@ def reserved_reason(namespace: str) -> str:
             "installs there"
         )
     return ""
-
-
-def manifest_namespace(observed_object: Mapping[str, Any] | None) -> str | None:
-    """The namespace a provider-kubernetes Object's manifest puts its object in (None when it
-    cannot be read)."""
-    return tolerant.text(
-        observed_object, "spec", "forProvider", "manifest", "metadata", "namespace"
-    )

@@ -9,7 +9,7 @@ from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed, validated
 from modelplane_common.observed import held
 from modelplane_common.plain import JSON
-from modelplane_common.tenancy import manifest_namespace, remote_namespace, reserved_reason
+from modelplane_common.tenancy import remote_namespace, reserved_reason
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
@@ -236,7 +236,7 @@ def _keep_legacy(
         who = ", ".join(legacy_users) or "replicas not resolved yet"
         note = (
             f"staging into namespace {remote}; the PVC in namespace "
-            f"{manifest_namespace(observed[legacy_pvc])} stays while it is mounted ({who})"
+            f"{slots.manifest_namespace(observed[legacy_pvc])} stays while it is mounted ({who})"
         )
         entry["message"] = f"{entry['message']}; {note}" if entry.get("message") else note
 

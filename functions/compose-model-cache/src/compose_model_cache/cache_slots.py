@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from modelplane_common import tenancy, tolerant
+from modelplane_common import tolerant
 from modelplane_common.plain import JSON
 
 from compose_model_cache import cache_objects as objects
@@ -47,9 +47,16 @@ class CacheUsers:
         )
 
 
+def manifest_namespace(observed_object: Mapping | None) -> str | None:
+    """The namespace the Object's manifest puts its object in (None: unreadable)."""
+    return tolerant.text(
+        observed_object, "spec", "forProvider", "manifest", "metadata", "namespace"
+    )
+
+
 def is_legacy(observed_object: Mapping | None, namespace: str) -> bool:
     """Whether an observed cache Object puts its object outside the tenant's namespace."""
-    found = tenancy.manifest_namespace(observed_object)
+    found = manifest_namespace(observed_object)
     return observed_object is not None and found is not None and found != namespace
 
 

@@ -67,13 +67,17 @@ def _waiting(
     return outcome
 
 
+def _manifest_namespace(obj: Mapping[str, Any]) -> str | None:
+    return tolerant.text(obj, "spec", "forProvider", "manifest", "metadata", "namespace")
+
+
 def legacy_namespace(observed: Mapping[str, Any], namespace: str) -> str:
     """The shared remote namespace this replica's objects were made in before D10, or "".
 
     Such a replica is kept exactly as it runs: moving its objects in place would orphan the
     old ones (provider-kubernetes does not delete what a changed manifest no longer names).
     Its ModelDeployment replaces it with a replica in the tenant's namespace instead."""
-    found = {tenancy.manifest_namespace(obj) for obj in observed.values()} - {None, namespace}
+    found = {_manifest_namespace(obj) for obj in observed.values()} - {None, namespace}
     return sorted(str(n) for n in found)[0] if found else ""
 
 
