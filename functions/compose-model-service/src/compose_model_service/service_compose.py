@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pydantic
-from modelplane_common import tolerant
+from modelplane_common import route_timeouts, tolerant
 from modelplane_common.function import Outcome, Selector, validation_summary
 from modelplane_common.managed import hold_observed
 from modelplane_common.plain import JSON
@@ -60,6 +60,11 @@ def compose_service(
         spec = ModelService.model_validate({"spec": composite.get("spec")}).spec
     except pydantic.ValidationError as err:
         return _hold(outcome, observed, f"invalid ModelService: {validation_summary(err)}")
+    given = (spec.timeouts.request, spec.timeouts.backendRequest) if spec.timeouts else (None, None)
+    wrong = route_timeouts.problems(*given, "spec.timeouts")
+    if wrong:
+        # The XRD's CEL refuses these; the HTTPRoute CRD would refuse the route they make.
+        return _hold(outcome, observed, f"invalid ModelService: {'; '.join(wrong)}")
     entries = [entry.model_dump(mode="json", exclude_none=True) for entry in spec.endpoints]
     outcome.requirements = requirements(entries, namespace)
     if any(required.get(key) is None for key in outcome.requirements):
@@ -90,7 +95,7 @@ def compose_service(
         return outcome
 
     refs = routing.backend_refs(groups)
-    route = routing.http_route(namespace, name, refs)
+    route = routing.http_route(namespace, name, refs, route_timeouts.rule_timeouts(*given))
     HTTPRoute.model_validate(route)
     waiting = matched - sum(len(g.routable) for g in groups)
     resolved = f"Matched {matched} endpoint(s)"

@@ -31,12 +31,22 @@ class Endpoint(BaseModel):
     weight: Annotated[int | None, Field(ge=1, le=1000000)] = 1
 
 
+class Timeouts(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    request: Annotated[str | None, Field(max_length=28)] = None
+    backendRequest: Annotated[str | None, Field(max_length=28)] = None
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
     endpoints: Annotated[list[Endpoint], Field(max_length=16, min_length=1)]
+    timeouts: Timeouts | None = None
     crossplane: dict[str, Any] | None = None
 
 
