@@ -17,6 +17,7 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
+from compose_serving_stack import monitoring
 from compose_serving_stack import resources as rs
 
 STACK_READY = "StackReady"
@@ -71,6 +72,10 @@ def _compose_remote(
     listeners = gateway.listeners or [ss.Listener(name="http", protocol="HTTP", port=80)]
     obj(rs.KEY_GATEWAY_CLASS, rs.gateway_class(class_name))
     obj(rs.KEY_GATEWAY, rs.gateway(class_name, listeners), rs.gateway_readiness())
+    # The PodMonitor's CRD and namespace come with kube-prometheus-stack: wait for its Release.
+    monitor = monitoring.KEY_ENGINE_MONITOR
+    if is_ready(observed.get(monitoring.KEY_PROMETHEUS)) or monitor in observed:
+        obj(monitor, monitoring.engine_pod_monitor())
 
     # Teardown order: Gateway -> GatewayClass -> Envoy Gateway (it clears the class finalizer).
     k8s, helm_api = rs.KUBERNETES_API, rs.HELM_API
