@@ -919,7 +919,8 @@ stdlib:
 
 @functools.cache
 def environment(variables: tuple[tuple[str, str], ...], runtime: bool = False) -> Any:
-    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...).
+    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...); any
+    other kind is the full name of a message type in ``POOL`` (e.g. ``kubernetes.DRADevice``).
 
     ``runtime``: the environment programs are planned in when they call a function whose
     implementation the checker's environment cannot carry (list indexOf, cel.@mapInsert); it
@@ -930,7 +931,7 @@ def environment(variables: tuple[tuple[str, str], ...], runtime: bool = False) -
     return cel.NewEnv(
         descriptor_pool=POOL,
         config=cel.NewEnvConfigFromYaml(_CONFIG if runtime else _CONFIG + _index_config()),
-        variables={name: types[kind] for name, kind in variables},
+        variables={name: types.get(kind) or T(kind) for name, kind in variables},
         functions=[
             *_ordering_decls(),
             *_library(),
@@ -1285,6 +1286,8 @@ def _compile(source: str, variables: tuple[tuple[str, str], ...]) -> Program | C
         text = text.replace(
             "has() argument must be a field selection", "invalid argument to has() macro"
         )
+        # cel-cpp adds the struct's name to cel-go's "undefined field 'x'".
+        text = re.sub(r"(undefined field '[^']*') not found in struct '[\w.]*'", r"\1", text)
         text = re.sub(
             r"\w+\(\) (?:first |second )?variable name must be a simple identifier",
             "argument must be a simple name",
@@ -1323,14 +1326,22 @@ def compile_expression(
     variables: Iterable[str] = ("self",),
     map_variables: Iterable[str] = (),
     bindings: bool = False,
+    typed_variables: Iterable[tuple[str, str]] = (),
 ) -> Program:
     """Parse and type-check once per (source, variables); CelCompileError with cel-go's text.
 
-    ``bindings``: allow ``cel.bind``, which the engine has (Modelplane uses it inside) but
-    Kubernetes does not give CEL rules or device selectors."""
+    ``typed_variables``: (name, message type in ``POOL``), so a misspelt field is a compile
+    error. ``bindings``: allow ``cel.bind``, which the engine has (Modelplane uses it inside)
+    and DRA selectors have, but Kubernetes does not give CRD rules."""
     if not isinstance(source, str):
         raise CelCompileError(f"must be a string, not {type(source).__name__}")
-    declared = tuple(sorted([(v, "dyn") for v in variables] + [(v, "map") for v in map_variables]))
+    declared = tuple(
+        sorted(
+            [(v, "dyn") for v in variables]
+            + [(v, "map") for v in map_variables]
+            + list(typed_variables)
+        )
+    )
     compiled = _compile(source, declared)
     if isinstance(compiled, CelCompileError):
         raise compiled

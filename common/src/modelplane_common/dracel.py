@@ -1,10 +1,14 @@
-"""The Kubernetes DRA device-selector CEL dialect (spec §3.4), on the project's one CEL engine.
+"""The Kubernetes DRA device-selector CEL environment (spec §3.4), on the project's one engine.
 
-One variable, ``device`` (``driver``, ``attributes[domain].name``, ``capacity[domain].name``),
-in the Kubernetes CEL environment of ``modelplane_common.cel`` (cel-cpp's parser and checker,
-the quantity and semver libraries, heterogeneous numeric comparison). Selectors are copied
-verbatim into DRA claims on the workload cluster, so what Kubernetes would not compile is
-rejected here with cel-go's message rather than accepted and left to fail on the remote cluster.
+One variable, ``device``, of Kubernetes' object type ``kubernetes.DRADevice``: ``driver``
+(string), ``attributes`` (domain -> attribute id -> any) and ``capacity`` (domain -> capacity
+id -> Quantity), in the Kubernetes CEL environment of ``modelplane_common.cel`` (cel-cpp's
+parser and checker, the quantity and semver libraries, heterogeneous numeric comparison) with
+the bindings extension, as k8s.io/dynamic-resource-allocation/cel declares it at 1.34. A
+misspelt field (``device.atributes``) is a compile error, as on a cluster. Selectors are
+copied verbatim into DRA claims on the workload cluster, so what Kubernetes would not compile
+is rejected here with cel-go's message rather than accepted and left to fail remotely.
+``modelplane validate`` and the scheduler both compile through ``compile_selector``.
 
 Each distinct expression is compiled once per process and each (expression, device) result is
 memoised by the device's content. A device whose data cannot be read matches nothing.
@@ -13,7 +17,10 @@ memoised by the device's content. A device whose data cannot be read matches not
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from google.protobuf import descriptor_pb2, struct_pb2
 
 from modelplane_common import cel, celast
 from modelplane_common.quantity import Quantity, QuantityError
@@ -27,6 +34,63 @@ class SelectorCompileError(ValueError):
     """A selector Kubernetes would not compile; the message is short and user-facing."""
 
 
+DEVICE_TYPE = "kubernetes.DRADevice"
+
+
+def _declare_device_type() -> None:
+    """``kubernetes.DRADevice`` as a message in the engine's pool, for the checker only.
+
+    cel-cpp knows object types only as protobuf messages, and a protobuf map cannot hold a map:
+    each domain is a ``google.protobuf.Struct``, which the checker reads as map(string, dyn).
+    So ``device.atributes`` and ``device.driver == 1`` are compile errors, as in Kubernetes;
+    a capacity value is dyn here where Kubernetes types it Quantity (design/cel.md). The
+    feature-gated ``allowMultipleAllocations`` (DRAConsumableCapacity, alpha and off by
+    default at 1.34) is not declared.
+    """
+    try:
+        cel.POOL.FindMessageTypeByName(DEVICE_TYPE)
+        return
+    except KeyError:
+        pass
+    try:
+        cel.POOL.FindFileByName(struct_pb2.DESCRIPTOR.name)
+    except KeyError:
+        cel.POOL.Add(
+            descriptor_pb2.FileDescriptorProto.FromString(struct_pb2.DESCRIPTOR.serialized_pb)
+        )
+    field = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="modelplane_cel_dra.proto",
+        package="kubernetes",
+        syntax="proto3",
+        dependency=[struct_pb2.DESCRIPTOR.name],
+    )
+    device = proto.message_type.add(name="DRADevice")
+    device.field.add(name="driver", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    for number, name in ((2, "attributes"), (3, "capacity")):
+        entry = device.nested_type.add(name=f"{name.title()}Entry")
+        entry.options.map_entry = True
+        entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+        entry.field.add(
+            name="value",
+            number=2,
+            type=field.TYPE_MESSAGE,
+            type_name=".google.protobuf.Struct",
+            label=field.LABEL_OPTIONAL,
+        )
+        device.field.add(
+            name=name,
+            number=number,
+            type=field.TYPE_MESSAGE,
+            type_name=f".{DEVICE_TYPE}.{name.title()}Entry",
+            label=field.LABEL_REPEATED,
+        )
+    cel.POOL.Add(proto)
+
+
+_declare_device_type()
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledSelector:
     expression: str
@@ -34,6 +98,8 @@ class CompiledSelector:
     # Domains the selector indexes (device.attributes["d"]) without testing ("d" in ...):
     # Kubernetes reads a domain the device lacks as an empty map, so they are filled in.
     domains: tuple[tuple[str, str], ...]
+    # What it reads with constant keys: ("attributes"|"capacity", domain, name), in order.
+    reads: tuple[tuple[str, str, str], ...] = ()
 
 
 _compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
@@ -57,12 +123,59 @@ def _compile(expression: str) -> CompiledSelector | SelectorCompileError:
     if not isinstance(expression, str) or not expression.strip():
         return SelectorCompileError("empty expression")
     try:
-        program = cel.compile_expression(expression, map_variables=("device",))
+        # Checked against the typed device; run with the device as a plain map (cel-cpp
+        # cannot carry Semver or Quantity values inside a Struct), same source, same verdict.
+        typed = cel.compile_expression(
+            expression, typed_variables=(("device", DEVICE_TYPE),), bindings=True
+        )
+        program = cel.compile_expression(expression, map_variables=("device",), bindings=True)
     except cel.CelCompileError as err:
         return SelectorCompileError(err.one_line().replace("ERROR: ", "")[:_MAX_ERROR_LENGTH])
-    if program.result_type not in ("bool", "dyn"):
-        return SelectorCompileError(f"must evaluate to bool, not {program.result_type}")
-    return CompiledSelector(expression, program, _indexed_domains(program.ast.expr))
+    if typed.result_type not in ("bool", "dyn"):
+        # Kubernetes' wording; its "unknown type" (an attribute's any) is dyn here.
+        return SelectorCompileError(
+            f"must evaluate to bool or the unknown type, not {typed.result_type}"
+        )
+    root = program.ast.expr
+    return CompiledSelector(expression, program, _indexed_domains(root), _reads(root))
+
+
+def selector_issues(spec: Any) -> list[tuple[str, str]]:
+    """(field path, cel-go's error) for every selector of a ModelDeployment spec that does not
+    compile: ``spec.engines[i].members[j].nodeSelector.devices[k].selectors[l].cel``. Shapes
+    the schema refuses are skipped (the schema reports them)."""
+    issues = []
+    for path, expression in _selectors(spec):
+        if not isinstance(expression, str):
+            continue
+        try:
+            compile_selector(expression)
+        except SelectorCompileError as err:
+            issues.append((path, str(err)))
+    return issues
+
+
+def _items(value: Any, key: str) -> list[Any]:
+    items = value.get(key) if isinstance(value, Mapping) else None
+    return items if isinstance(items, list) else []
+
+
+def _selectors(spec: Any) -> Iterator[tuple[str, Any]]:
+    for i, engine in enumerate(_items(spec, "engines")):
+        for j, member in enumerate(_items(engine, "members")):
+            node_selector = member.get("nodeSelector") if isinstance(member, Mapping) else None
+            for k, request in enumerate(_items(node_selector, "devices")):
+                for m, selector in enumerate(_items(request, "selectors")):
+                    if isinstance(selector, Mapping) and "cel" in selector:
+                        yield selector_path(i, j, k, m), selector["cel"]
+
+
+def selector_path(engine: int, member: int, request: int, selector: int) -> str:
+    """The field path of one selector in a ModelDeployment."""
+    return (
+        f"spec.engines[{engine}].members[{member}].nodeSelector.devices[{request}]"
+        f".selectors[{selector}].cel"
+    )
 
 
 def _domain_map(node: celast.Expr | None) -> str | None:
@@ -89,6 +202,32 @@ def _indexed_domains(root: celast.Expr) -> tuple[tuple[str, str], ...]:
         elif node.name == "@in" and (field := _domain_map(right)) and left.kind == "const":
             tested.add((field, str(left.value)))
     return tuple(sorted(indexed - tested))
+
+
+def _reads(root: celast.Expr) -> tuple[tuple[str, str, str], ...]:
+    """``device.attributes["d"].name`` and ``device.capacity["d"]["name"]``, as written."""
+    found: list[tuple[str, str, str]] = []
+    for node in celast.walk(root):
+        inner, name = None, None
+        if node.kind == "select" and node.target is not None:
+            inner, name = node.target, node.name
+        elif (
+            node.kind == "call"
+            and node.name == "_[_]"
+            and len(node.args) == 2
+            and node.args[1].kind == "const"
+            and isinstance(node.args[1].value, str)
+        ):
+            inner, name = node.args[0], node.args[1].value
+        if inner is None or name is None or inner.kind != "call" or inner.name != "_[_]":
+            continue
+        field = _domain_map(inner.args[0]) if len(inner.args) == 2 else None
+        domain = inner.args[1] if field else None
+        if field and domain is not None and domain.kind == "const":
+            read = (field, str(domain.value), name)
+            if read not in found:
+                found.append(read)
+    return tuple(found)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -173,12 +173,16 @@ def test_l4_and_h100_pools_compose_a_whole_cluster_and_every_manifest_validates(
         "modelplane.ai/pool": "l4",
         "modelplane.ai/gpu": "nvidia-l4",
         "cloud.google.com/gke-nvidia-gpu-dra-driver": "true",
+        # GKE's DRA guide: GKE's device plugin off, so only the DRA driver offers the GPUs.
+        "gke-no-default-nvidia-gpu-device-plugin": "true",
+        "nvidia.com/gpu.present": "true",
     }
+    # GKE's DRA guide: no automatic driver; the ServingStack installs it.
     assert l4["nodeConfig"]["guestAccelerator"] == [
         {
             "type": "nvidia-l4",
             "count": 1,
-            "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "INSTALLATION_DISABLED"},
         }
     ]
 
@@ -399,3 +403,25 @@ def test_status_fields_unknown_to_the_model_never_block_composition():
     rsp = run(xr)
     assert set(desired(rsp)) == EXPECTED_KEYS
     assert condition(rsp, "ClusterReady").reason == "Provisioning"
+
+
+def test_a_pool_created_with_gkes_own_driver_keeps_it():
+    """GCP cannot switch an existing pool's driver installation; recomposing it as GKE's DRA
+    guide says would leave the NodePool refused by the provider. It keeps what it runs."""
+    first = desired(run(gke_xr()))
+    legacy = copy.deepcopy(first["nodepool-l4"])
+    legacy_config = legacy["spec"]["forProvider"]["nodeConfig"]
+    legacy_config["guestAccelerator"][0]["gpuDriverInstallationConfig"] = {
+        "gpuDriverVersion": "DEFAULT"
+    }
+    for label in ("gke-no-default-nvidia-gpu-device-plugin", "nvidia.com/gpu.present"):
+        del legacy_config["labels"][label]
+
+    resources = desired(run(gke_xr(), {"nodepool-l4": legacy}))
+    assert resources["nodepool-l4"]["spec"]["forProvider"] == legacy["spec"]["forProvider"]
+    # A pool observed without GKE's driver, and a new pool, follow the guide.
+    h100 = resources["nodepool-h100"]["spec"]["forProvider"]["nodeConfig"]
+    assert h100["guestAccelerator"][0]["gpuDriverInstallationConfig"] == {
+        "gpuDriverVersion": "INSTALLATION_DISABLED"
+    }
+    assert h100["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"

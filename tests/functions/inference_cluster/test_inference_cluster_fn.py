@@ -238,6 +238,8 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
     assert stack["metadata"]["name"] == child_name("gke-us-central", "serving-stack")
     assert stack["metadata"]["namespace"] == NS
     assert stack["spec"]["nvidiaDriverRoot"] == "/home/kubernetes/bin/nvidia"
+    # GKECluster's GPU pools leave the driver to the cluster: the stack installs it.
+    assert stack["spec"]["nvidiaDriverInstaller"] == "GKE"
     assert [s["type"] for s in stack["spec"]["secrets"]] == ["Kubeconfig", "GCPServiceAccountKey"]
 
     sc = desired["storage-class-rwx"]
@@ -470,6 +472,7 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     }  # fmt: skip
     assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
+    assert "nvidiaDriverInstaller" not in desired["serving-stack"]["spec"]  # the AMI's driver
     assert desired["usage-eks-by-backend"]["spec"] == {
         "of": {"apiVersion": "infrastructure.modelplane.ai/v1alpha1", "kind": "EKSCluster",
                "resourceSelector": {"matchControllerRef": True}},
@@ -522,6 +525,7 @@ def test_existing_cluster_composes_provider_config_and_stack_at_once():
         {"type": "GCPServiceAccountKey", "name": "lab-h100-sa", "key": "private_key"},
     ]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # the driver under "/"
+    assert "nvidiaDriverInstaller" not in desired["serving-stack"]["spec"]  # the operator's
     assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
     status = desired_status(rsp)
     assert status["providerConfigRef"]["name"] == child_name("lab-h100", "cluster-kubeconfig")

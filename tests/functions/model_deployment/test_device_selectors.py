@@ -42,7 +42,7 @@ TABLE = [
     (29, f'{C}.memory.compareTo(quantity("200K")) >= 0', "----"),
     (30, 'isSemver("9.0", true) && semver("v9.0", true) == semver("9.0.0")', "+++-"),
     (31, f'{A}.nvlinkDomainSize >= 8 || device.driver == "gpu.nvidia.com"', "++--"),
-    (32, "device.count >= 1", "----"),
+    (34, 'cel.bind(g, device.attributes["gpu.nvidia.com"], g.architecture == "Hopper")', "+---"),
 ]
 
 
@@ -78,6 +78,15 @@ def test_row33_syntax_error_is_a_compile_error_naming_the_position():
         ('quantity("1", "2") == quantity("1")', "undeclared reference to 'quantity'"),
         ('["Hopper", 1].exists(a, a == device.driver)', "expected type 'string' but found 'int'"),
         ("", "empty expression"),
+        # Row 32 (the spec expects "no match"): `device` is Kubernetes' typed DRADevice, so a
+        # field it lacks is a compile error, as a misspelt one is (D8).
+        ("device.count >= 1", "<input>:1:7: undefined field 'count'"),
+        (
+            'device.atributes["gpu.nvidia.com"].architecture == "Hopper"',
+            "undefined field 'atributes'",
+        ),
+        ("device.driver == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
+        ("device.driver", "must evaluate to bool or the unknown type, not string"),
     ],
 )
 def test_non_kubernetes_spellings_do_not_compile(selector, message):

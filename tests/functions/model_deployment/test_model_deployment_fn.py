@@ -339,8 +339,9 @@ def test_invalid_selector_keeps_serving_replicas_and_endpoints():
     status, reason, message = conditions(rsp)["ReplicasScheduled"]
     assert (status, reason) == ("False", "InvalidNodeSelector")
     assert message.startswith(
-        'Invalid nodeSelector CEL expression: engine "main" member 0 (Standalone) request "gpu" '
-        "selector 0: <input>:1:17: Syntax error"
+        "Invalid nodeSelector CEL expression: "
+        "spec.engines[0].members[0].nodeSelector.devices[0].selectors[0].cel: "
+        "<input>:1:17: Syntax error"
     )
     assert results(rsp) == [("SEVERITY_WARNING", message)]
     assert desired_status(rsp)["replicas"] == {"total": 1, "ready": 1}
@@ -394,6 +395,6 @@ def test_a_pool_whose_attributes_cannot_be_read_is_named_in_the_scheduling_messa
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message == (
         "0 of 1 replicas scheduled (checked 1 clusters); 0/1 clusters available: "
-        '1 no pool matches engine "main"; pool "l4" device attributes cannot be read '
-        "(cudaComputeCapability: invalid semantic version '8.9')"
+        '1 no pool matches engine "main" (pool "l4": device attributes cannot be read: '
+        "cudaComputeCapability: invalid semantic version '8.9')"
     )

@@ -113,6 +113,6 @@ def test_published_node_counts_are_floored(nodes, expected):
 
 def test_compile_failures_name_the_request_and_position():
     member = devices.requests_of({"devices": [fx.request("gpu", fx.ANY_GPU, "device.driver ==")]})
-    ((name, position, error),) = devices.compile_requests(member)
-    assert (name, position) == ("gpu", 1)
+    ((request, position, error),) = devices.compile_requests(member)
+    assert (request, position) == (0, 1)
     assert "Syntax error" in error

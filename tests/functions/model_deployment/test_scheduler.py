@@ -268,7 +268,7 @@ def test_s32_malformed_selector_stops_scheduling_naming_the_request():
     with pytest.raises(scheduler.InvalidSelectorError) as err:
         scheduler.compile_selectors(parsed)
     assert str(err.value).startswith(
-        'engine "main" member 0 (Standalone) request "gpu" selector 1:'
+        "spec.engines[0].members[0].nodeSelector.devices[0].selectors[1].cel: <input>:1:17:"
     )
 
 
@@ -291,7 +291,8 @@ def test_shortfall_names_each_clusters_reason():
     assert scheduler.scheduled_message(result, 1) == (
         "0 of 1 replicas scheduled (checked 5 clusters); 0/5 clusters available: "
         '2 insufficient free nodes (need 2, pool "h100" has 1), 2 not Ready, '
-        '1 no pool matches engine "main" member Worker'
+        '1 no pool matches engine "main" member Worker (pool "l4": request "gpu" selector 0 '
+        'matches no device (attribute gpu.nvidia.com/architecture is "Ada"))'
     )
 
 

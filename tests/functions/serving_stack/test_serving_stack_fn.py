@@ -33,6 +33,7 @@ OBJECTS = {
     "gaie-crd-inferencepools.inference.networking.x-k8s.io",
     "gaie-crd-inferenceobjectives.inference.networking.x-k8s.io",
     "dra-driver-critical-pods-quota", "gateway-namespace", "gateway-class", "gateway",
+    "nvidia-driver-installer",  # GKE_STACK's: its pools leave the driver to the cluster
 }  # fmt: skip
 PROMETHEUS_REPO = "https://prometheus-community.github.io/helm-charts"
 USAGES = {"usage-gateway-class-by-gateway", "usage-envoy-gw-by-gateway-class"}
@@ -56,7 +57,9 @@ def stack(secrets: list[dict] | None = None, **spec: object) -> dict:
     return xr
 
 
-GKE_STACK = stack(nvidiaDriverRoot="/home/kubernetes/bin/nvidia")
+GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
+# What compose-inference-cluster composes for a GKE cluster.
+GKE_STACK = stack(nvidiaDriverRoot=GKE_DRIVER_ROOT, nvidiaDriverInstaller="GKE")
 
 
 def run(xr: dict, observed: dict | None = None):
@@ -182,6 +185,9 @@ def test_release_values():
     assert values["dra-driver"] == {
         "gpuResourcesEnabledOverride": True,
         "resources": {"computeDomains": {"enabled": False}},
+        "kubeletPlugin": {
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        },
         "nvidiaDriverRoot": "/home/kubernetes/bin/nvidia",
     }
     for key in ("ai-gateway", "ai-gateway-crds", "leader-worker-set", "node-feature-discovery"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pydantic
+from modelplane_common import tolerant
 from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import (
     at_provider,
@@ -59,7 +60,8 @@ def compose_gke_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         "nodepool-system": res.system_node_pool_manifest(spec),
     }
     for pool in spec.nodePools:
-        desired[f"nodepool-{pool.name}"] = res.node_pool_manifest(spec, pool)
+        key = f"nodepool-{pool.name}"
+        desired[key] = res.node_pool_manifest(spec, pool, driver_version(observed.get(key)))
     desired["service-account"] = res.service_account_manifest(name, spec)
     desired["service-account-key"] = res.service_account_key_manifest(name)
     email = at_provider(observed.get("service-account"), "email")
@@ -73,6 +75,18 @@ def compose_gke_cluster(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     desired["provider-config-helm"] = helm_config
 
     return cluster_outcome(desired, observed, status(name, observed), ALWAYS_READY)
+
+
+def driver_version(pool: JSON | None) -> str:
+    """INSTALLATION_DISABLED, as GKE's DRA guide says, except for a pool that already exists
+    with GKE's own driver: GCP cannot switch that in place, so the pool keeps it (and GKE's
+    device plugin) rather than being refused by the provider."""
+    accelerators = tolerant.listing(pool, "spec", "forProvider", "nodeConfig", "guestAccelerator")
+    for accelerator in accelerators or []:
+        version = tolerant.text(accelerator, "gpuDriverInstallationConfig", "gpuDriverVersion")
+        if version == res.DRIVER_DEFAULT:
+            return res.DRIVER_DEFAULT
+    return res.DRIVER_INSTALLATION_DISABLED
 
 
 def status(name: str, observed: Mapping[str, JSON]) -> JSON:

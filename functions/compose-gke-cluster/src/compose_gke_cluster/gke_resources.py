@@ -36,6 +36,14 @@ GPU_LABEL = "modelplane.ai/gpu"
 # Lets GKE's cluster autoscaler model DRA ResourceSlices and scale a GPU pool up from zero
 # for a pending claim (spec §5.2, P3).
 DRA_AUTOSCALER_LABEL = "cloud.google.com/gke-nvidia-gpu-dra-driver"
+# GKE's DRA guide: GKE's own device plugin must not advertise the GPUs the DRA driver does.
+NO_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
+# Lets the NVIDIA DRA driver's kubelet plugin onto the node before NFD has labelled it.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+# GKE's DRA guide: no automatic driver installation; the ServingStack installs the driver.
+DRIVER_INSTALLATION_DISABLED = "INSTALLATION_DISABLED"
+# What pools composed before Modelplane followed GKE's DRA guide were created with.
+DRIVER_DEFAULT = "DEFAULT"
 
 SYSTEM_POOL = "system"
 IMAGE_TYPE = "COS_CONTAINERD"
@@ -215,31 +223,41 @@ def system_node_pool_manifest(spec: Spec) -> JSON:
     )
 
 
-def pool_labels(pool: NodePool) -> dict[str, str]:
-    """The node labels of a spec pool: the modelplane.ai/pool contract, plus GPU labels."""
+def pool_labels(
+    pool: NodePool, driver_version: str = DRIVER_INSTALLATION_DISABLED
+) -> dict[str, str]:
+    """The node labels of a spec pool: the modelplane.ai/pool contract, plus GPU labels, plus
+    GKE's DRA labels on a pool whose driver GKE does not install."""
     labels = {POOL_LABEL: pool.name}
     if pool.role == "GPU" and pool.gpu is not None:
         labels[GPU_LABEL] = pool.gpu.acceleratorType
         labels[DRA_AUTOSCALER_LABEL] = "true"
+        if driver_version == DRIVER_INSTALLATION_DISABLED:
+            labels[NO_DEVICE_PLUGIN_LABEL] = "true"
+            labels[GPU_PRESENT_LABEL] = "true"
     return labels
 
 
-def node_pool_manifest(spec: Spec, pool: NodePool) -> JSON:
+def node_pool_manifest(
+    spec: Spec, pool: NodePool, driver_version: str = DRIVER_INSTALLATION_DISABLED
+) -> JSON:
+    """One spec pool. ``driver_version`` is INSTALLATION_DISABLED (GKE's DRA guide) unless the
+    pool already runs with GKE's own driver, which GCP cannot change in place."""
     node_config: JSON = {
         "machineType": pool.machineType,
         "diskSizeGb": pool.diskSizeGb,
         "imageType": IMAGE_TYPE,
         "oauthScopes": OAUTH_SCOPES,
-        "labels": pool_labels(pool),
+        "labels": pool_labels(pool, driver_version),
     }
     if pool.role == "GPU" and pool.gpu is not None:
-        # GKE installs the driver under /home/kubernetes/bin/nvidia and taints the nodes
-        # nvidia.com/gpu=present:NoSchedule by itself.
+        # GKE taints the nodes nvidia.com/gpu=present:NoSchedule by itself. The driver goes
+        # under /home/kubernetes/bin/nvidia, installed by the ServingStack's DaemonSet.
         node_config["guestAccelerator"] = [
             {
                 "type": pool.gpu.acceleratorType,
                 "count": pool.gpu.acceleratorCount,
-                "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
+                "gpuDriverInstallationConfig": {"gpuDriverVersion": driver_version},
             }
         ]
     return _node_pool(

@@ -97,6 +97,9 @@ def serving_stack(
     spec = ss.Spec(secrets=list(secrets))
     if driver_root is not None:
         spec.nvidiaDriverRoot = driver_root
+    if driver_root == GKE_DRIVER_ROOT:
+        # GKECluster's GPU pools leave the driver to the cluster (GKE's DRA guide).
+        spec.nvidiaDriverInstaller = "GKE"
     return ss.ServingStack(
         metadata={
             "name": serving_stack_name(ic_name),

@@ -171,15 +171,16 @@ def requests_of(node_selector: Any) -> tuple[Request, ...] | None:
     return tuple(requests)
 
 
-def compile_requests(requests: tuple[Request, ...] | None) -> list[tuple[str, int, str]]:
-    """Compile every selector; returns (request, position, error) for each that fails."""
+def compile_requests(requests: tuple[Request, ...] | None) -> list[tuple[int, int, str]]:
+    """Compile every selector; returns (request index, selector index, error) for each that
+    fails."""
     failures = []
-    for request in requests or ():
+    for index, request in enumerate(requests or ()):
         for position, expression in enumerate(request.selectors):
             try:
                 dracel.compile_selector(expression)
             except dracel.SelectorCompileError as err:
-                failures.append((request.name, position, str(err)))
+                failures.append((index, position, str(err)))
     return failures
 
 

@@ -26,10 +26,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from modelplane_common import drain_annotations, tolerant
+from modelplane_common import dracel, drain_annotations, tolerant
 from modelplane_common.observed import condition, readiness
 
-from compose_model_deployment import devices, names
+from compose_model_deployment import devices, explain, names
 from compose_model_deployment.devices import Pool, Request, Resolved
 
 MAX_MESSAGE_LENGTH = 1024
@@ -224,13 +224,10 @@ def parse_deployment(name: str, namespace: str, spec: Mapping[str, Any]) -> Depl
 
 def compile_selectors(deployment: Deployment) -> None:
     """Compile every selector once; raises InvalidSelectorError naming the first failure."""
-    for engine in deployment.engines:
-        for position, member in enumerate(engine.members):
+    for e, engine in enumerate(deployment.engines):
+        for m, member in enumerate(engine.members):
             for request, index, error in devices.compile_requests(member.requests):
-                raise InvalidSelectorError(
-                    f'engine "{engine.name}" member {position} ({member.role}) request '
-                    f'"{request}" selector {index}: {error}'
-                )
+                raise InvalidSelectorError(f"{dracel.selector_path(e, m, request, index)}: {error}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,7 +457,9 @@ def _engine_candidates(engine: Engine, cluster: Cluster) -> tuple[list[_Candidat
     ]
     for i, member in enumerate(engine.members):
         if all(matches[i] is None for matches in per_pool.values()):
-            return [], _no_pool(engine, member)
+            return [], _no_pool(engine, member) + explain.member(
+                member.requests, cluster.pools.values()
+            )
     if not any(claimable):
         return [], f'only Synthetic devices match engine "{engine.name}"'
     candidates = []
@@ -515,7 +514,9 @@ class _ClusterView:
         for engine in deployment.engines:
             candidates, reason = _engine_candidates(engine, cluster)
             if reason:
-                self.rejection = reason + _unreadable_note(cluster)
+                # A no-pool reason already says, pool by pool, what could not be read.
+                explained = reason.startswith(explain.NO_POOL)
+                self.rejection = reason + ("" if explained else _unreadable_note(cluster))
                 return
             self.candidates.append(candidates)
 
@@ -904,6 +905,7 @@ def _summarise(reasons: Iterable[str]) -> str:
             # Differing details are dropped, but scaling up is the actionable one: count it.
             scalable = sum(n for d, n in details[kind].items() if d.endswith(SCALE_UP_HINT))
             only = f"{scalable} {SCALE_UP_HINT}" if scalable and len(details[kind]) > 1 else ""
+            only = only or explain.merged(kind, details[kind])
         shown.append(f"{count} {kind} ({only})" if only else f"{count} {kind}")
     rest = sum(count for _, count in groups[MAX_REASON_GROUPS:])
     if rest:

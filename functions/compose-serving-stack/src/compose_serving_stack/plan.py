@@ -17,7 +17,7 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
-from compose_serving_stack import monitoring
+from compose_serving_stack import gpu_driver, monitoring
 from compose_serving_stack import resources as rs
 
 STACK_READY = "StackReady"
@@ -66,6 +66,8 @@ def _compose_remote(
     for crd in rs.inference_extension_crds():
         obj(rs.gaie_key(crd), crd)
     obj(rs.KEY_QUOTA, rs.critical_pods_quota())
+    if spec.nvidiaDriverInstaller == "GKE":
+        obj(gpu_driver.KEY_DRIVER_INSTALLER, gpu_driver.cos_driver_installer())
     obj(rs.KEY_GATEWAY_NAMESPACE, rs.gateway_namespace())
     gateway = spec.gateway or ss.Gateway()
     class_name = gateway.className or "envoy"

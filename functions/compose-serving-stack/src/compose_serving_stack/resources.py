@@ -26,6 +26,7 @@ ENVOY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 DRA_NAMESPACE = "dra-driver-nvidia-gpu"
 ENVOY_NAMESPACE = "envoy-gateway-system"
 AI_GATEWAY_VERSION = "v0.7.0"  # fixed by the spec, not a user setting
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GATEWAY_READY_QUERY = "has(object.status.addresses) && object.status.addresses.size() > 0"
 
 KEY_PC_KUBERNETES = "provider-config-kubernetes"
@@ -145,6 +146,9 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
     dra_values: JSON = {
         "gpuResourcesEnabledOverride": True,
         "resources": {"computeDomains": {"enabled": False}},
+        # The chart tolerates no taint, and GPU nodes carry nvidia.com/gpu (GKE's own,
+        # EKSCluster's node groups): without this the kubelet plugin never reaches a GPU.
+        "kubeletPlugin": {"tolerations": [GPU_TOLERATION]},
     }
     if spec.nvidiaDriverRoot and spec.nvidiaDriverRoot != "/":
         dra_values["nvidiaDriverRoot"] = spec.nvidiaDriverRoot

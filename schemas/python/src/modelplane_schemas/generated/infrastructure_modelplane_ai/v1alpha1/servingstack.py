@@ -58,6 +58,7 @@ class Spec(BaseModel):
     )
     secrets: Annotated[list[Secret], Field(max_length=8, min_length=1)]
     nvidiaDriverRoot: Annotated[str | None, Field(max_length=512, min_length=1)] = "/"
+    nvidiaDriverInstaller: Literal["None", "GKE"] | None = "None"
     versions: Annotated[Versions | None, Field(validate_default=True)] = {}
     gateway: Annotated[Gateway | None, Field(validate_default=True)] = {}
     crossplane: dict[str, Any] | None = None
