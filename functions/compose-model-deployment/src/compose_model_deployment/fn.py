@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from modelplane_common import drain_annotations, tolerant
+from modelplane_common import drain_annotations, route_timeouts, tolerant
 from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import (
     CLOCK_CONTEXT_KEY,
@@ -109,6 +109,10 @@ def replica_manifest(deployment: Deployment, placement: Placement, shortfall: st
     serving = deployment.spec.get("serving")
     if serving:
         spec["serving"] = {"mode": serving.get("mode", "Unified")}
+        if serving.get("timeouts"):
+            # Only the replica's HTTPRoute reads it: the replica is updated in place, and the
+            # scheduler's retention (engine shapes) never sees it.
+            spec["serving"]["timeouts"] = dict(serving["timeouts"])
     engines = []
     for engine, placed in zip(deployment.engines, placement.engines, strict=True):
         composed: JSON = {"name": engine.name, "copies": engine.copies}
@@ -327,6 +331,14 @@ def compose(request: Request) -> Outcome:
         Spec.model_validate(spec)
     except pydantic.ValidationError as err:
         message = f"invalid ModelDeployment: {validation_summary(err, 'spec')}"
+        return _hold(request, outcome, wanted, "InvalidSpec", message, clusters=clusters)
+    timeouts = tolerant.mapping(spec, "serving", "timeouts") or {}
+    wrong = route_timeouts.problems(
+        timeouts.get("request"), timeouts.get("backendRequest"), "spec.serving.timeouts"
+    )
+    if wrong:
+        # The XRD's CEL refuses these; one that got past it must not reach the replicas.
+        message = f"invalid ModelDeployment: {'; '.join(wrong)}"
         return _hold(request, outcome, wanted, "InvalidSpec", message, clusters=clusters)
     deployment = scheduler.parse_deployment(request.name, request.namespace or "", spec)
     if deployment.cache:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from modelplane_common import route_timeouts
 from modelplane_common.cache_naming import CACHE_MOUNT_PATH, cache_pvc_name
 from modelplane_common.naming import CLUSTER_LABEL
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
@@ -53,6 +54,12 @@ def serving_mode(replica: ModelReplica) -> str:
     return replica.spec.serving.mode if replica.spec.serving is not None else "Unified"
 
 
+def _timeouts(replica: ModelReplica) -> tuple[str | None, str | None]:
+    serving = replica.spec.serving
+    given = serving.timeouts if serving is not None else None
+    return (given.request, given.backendRequest) if given is not None else (None, None)
+
+
 def shape_problems(replica: ModelReplica) -> list[str]:
     """The XRD's CEL rules the planner relies on, re-checked so a replica that bypassed
     admission is reported by field instead of failing half-way through planning."""
@@ -81,6 +88,7 @@ def shape_problems(replica: ModelReplica) -> list[str]:
         problems.append(
             "spec.engines: engine phase may only be set when serving.mode is PrefillDecode"
         )
+    problems.extend(route_timeouts.problems(*_timeouts(replica), "spec.serving.timeouts"))
     return problems
 
 
@@ -105,11 +113,12 @@ def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
                 )
 
     routed: dict[str, JSON]
+    timeouts = route_timeouts.rule_timeouts(*_timeouts(replica))
     if serving_mode(replica) == "PrefillDecode":
-        routed, pd_warnings = routing.prefill_decode(name, namespace, engines)
+        routed, pd_warnings = routing.prefill_decode(name, namespace, engines, timeouts)
         warnings.extend(Notice("DecodePortConflict", m) for m in pd_warnings)
     else:
-        routed = routing.unified(name, namespace)
+        routed = routing.unified(name, namespace, timeouts)
 
     manifests: dict[str, JSON] = {}
     for built in engines:

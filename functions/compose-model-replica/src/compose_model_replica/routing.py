@@ -49,8 +49,11 @@ def _metadata(name: str, namespace: str) -> JSON:
     return {"name": name, "namespace": namespace}
 
 
-def http_route(replica: str, namespace: str, backend: JSON) -> JSON:
-    """The route from the workload cluster's gateway; it strips ``/<ns>/<replica>/``."""
+def http_route(replica: str, namespace: str, backend: JSON, timeouts: JSON) -> JSON:
+    """The route from the workload cluster's gateway; it strips ``/<ns>/<replica>/``.
+
+    ``timeouts`` is always stated: unset, Envoy Gateway would cut every response, streamed
+    or not, at Envoy's 15 s route default (modelplane_common.route_timeouts)."""
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
@@ -71,13 +74,14 @@ def http_route(replica: str, namespace: str, backend: JSON) -> JSON:
                         }
                     ],
                     "backendRefs": [backend],
+                    "timeouts": dict(timeouts),
                 }
             ],
         },
     }
 
 
-def unified(replica: str, namespace: str) -> dict[str, JSON]:
+def unified(replica: str, namespace: str, timeouts: JSON) -> dict[str, JSON]:
     """One Service and HTTPRoute in front of every engine's serving pods."""
     service = {
         "apiVersion": "v1",
@@ -88,7 +92,7 @@ def unified(replica: str, namespace: str) -> dict[str, JSON]:
             "ports": [{"port": SERVICE_PORT, "targetPort": SERVING_PORT}],
         },
     }
-    route = http_route(replica, namespace, {"name": replica, "port": SERVICE_PORT})
+    route = http_route(replica, namespace, {"name": replica, "port": SERVICE_PORT}, timeouts)
     return {names.SERVICE_KEY: service, names.ROUTE_KEY: route}
 
 
@@ -337,7 +341,7 @@ def inference_pool(replica: str, namespace: str) -> JSON:
 
 
 def prefill_decode(
-    replica: str, namespace: str, engines: list[EngineObjects]
+    replica: str, namespace: str, engines: list[EngineObjects], timeouts: JSON
 ) -> tuple[dict[str, JSON], list[str]]:
     """Decorate the phase engines in place; the pool, picker and route; and warnings.
 
@@ -367,5 +371,5 @@ def prefill_decode(
         "kind": "InferencePool",
         "name": names.pool_name(replica),
     }
-    objects[names.ROUTE_KEY] = http_route(replica, namespace, backend)
+    objects[names.ROUTE_KEY] = http_route(replica, namespace, backend, timeouts)
     return objects, warnings

@@ -14,12 +14,22 @@ class ModelCacheRef(BaseModel):
     name: Annotated[str, Field(max_length=253, min_length=1)]
 
 
+class Timeouts(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    request: Annotated[str | None, Field(max_length=28)] = None
+    backendRequest: Annotated[str | None, Field(max_length=28)] = None
+
+
 class Serving(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
     mode: Literal["Unified", "PrefillDecode"]
+    timeouts: Timeouts | None = None
 
 
 class Selector(BaseModel):
