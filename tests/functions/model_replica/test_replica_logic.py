@@ -8,7 +8,7 @@ import pytest
 from compose_model_replica import names
 from compose_model_replica.dra import driver_selectors
 from compose_model_replica.plan import plan_replica
-from compose_model_replica.routing import block_size, decode_port
+from compose_model_replica.routing import block_size
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import (
     DeviceRequest,
     ModelReplica,
@@ -48,38 +48,18 @@ def test_block_size_comes_from_the_first_parsable_flag(args, expected):
     assert block_size(args) == expected
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        ([], 8001),
-        (["--port=8002"], 8002),
-        (["--port", "9000"], 9000),
-        (["--port=http", "--port", "8005"], 8005),
-        (["--port=70000"], 8001),
-    ],
-)
-def test_decode_port_comes_from_port_flag(args, expected):
-    assert decode_port(args) == expected
-
-
-def test_prefill_decode_defaults_decode_to_8001_and_block_size_16():
+def test_prefill_decode_reads_the_block_size_and_never_rewrites_args():
     xr = example("prefill-decode")
     decode = xr["spec"]["engines"][1]["members"][0]["template"]["spec"]["containers"][0]
-    decode["args"] = ["--model=m", "--page-size=64"]
+    decode["args"] = ["--model=m", "--port=8001", "--page-size=64"]
     plan = _plan(xr)
     template = _serving_template(plan.manifests["model-serving-decode"])
     engine, sidecar = template["spec"]["containers"]
-    assert engine["ports"] == [{"containerPort": 8001}]
+    assert engine["ports"] == [{"name": "engine", "containerPort": 8001}]
+    assert sidecar["args"][0] == "--port=8000"
     assert sidecar["args"][-1] == "--vllm-port=8001"
     assert '"blockSizeTokens": 64' in plan.manifests["epp-config"]["data"]["pd-epp-config.yaml"]
-    assert engine["args"] == ["--model=m", "--page-size=64"]  # never rewritten
-
-
-def test_decode_engine_on_port_8000_is_warned_about():
-    xr = example("prefill-decode")
-    decode = xr["spec"]["engines"][1]["members"][0]["template"]["spec"]["containers"][0]
-    decode["args"] = ["--port=8000"]
-    assert [w.reason for w in _plan(xr).warnings] == ["DecodePortConflict"]
+    assert engine["args"] == ["--model=m", "--port=8001", "--page-size=64"]  # never rewritten
 
 
 def test_user_nixl_settings_are_not_duplicated():
@@ -109,6 +89,11 @@ def test_prefill_decode_gang_decorates_only_the_leader():
     assert [c["name"] for c in leader["spec"]["containers"]] == ["engine", "pd-sidecar"]
     assert "metadata" not in worker
     assert [c["name"] for c in worker["spec"]["containers"]] == ["engine"]
+    # Followers hold KV cache too: NIXL must reach them at their own pod IP.
+    worker_env = {e["name"]: e for e in worker["spec"]["containers"][0]["env"]}
+    assert worker_env["VLLM_NIXL_SIDE_CHANNEL_HOST"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "status.podIP"}
+    }
     assert manifest_problems(lws) == []
 
 

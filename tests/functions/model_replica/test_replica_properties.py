@@ -12,6 +12,7 @@ from compose_model_replica.fn import ModelReplicaFunction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelplane import validation
+from modelplane_common.engines import engine_facts
 from replica_support import manifest_of, object_problems, ready_cluster, request, summarize
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -164,6 +165,21 @@ def _pod_templates(manifest):
     return [(manifest["spec"]["template"], True)]
 
 
+def _prefill_decode_refusal(xr) -> str:
+    """The words a PrefillDecode replica the sidecar cannot serve is refused with, or ""."""
+    if (xr["spec"].get("serving") or {}).get("mode") != "PrefillDecode":
+        return ""
+    facts = {}
+    for engine in xr["spec"]["engines"]:
+        member = next(m for m in engine["members"] if m.get("role", "Standalone") != "Worker")
+        (container,) = member["template"]["spec"]["containers"]
+        image, command, args = container["image"], container.get("command"), container.get("args")
+        facts[engine["phase"]] = engine_facts(image, command, args)
+    if any(f.engine == "SGLang" for f in facts.values()):
+        return "runs SGLang"
+    return "listens on port" if facts["Prefill"].port == facts["Decode"].port else ""
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replicas())
 def test_random_valid_replicas_compose_applicable_uniquely_named_objects(xr):
@@ -172,6 +188,14 @@ def test_random_valid_replicas_compose_applicable_uniquely_named_objects(xr):
     summary = summarize(ModelReplicaFunction().run(request(stored, [ready_cluster()])))
     assert [r for r in summary["results"] if r["severity"] == "FATAL"] == []
     resources = summary["resources"]
+    refusal = _prefill_decode_refusal(stored)
+    if refusal:
+        # A sidecar and engine on one port, or a sidecar that cannot speak SGLang: refused.
+        accepted = next(c for c in summary["conditions"] if c["type"] == "ModelAccepted")
+        assert (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
+        assert refusal in accepted["message"]
+        assert resources == {}
+        return
     assert resources, "a ready cluster always gets objects"
 
     identities = set()

@@ -26,6 +26,9 @@ JSON = dict[str, Any]
 
 DEPLOYMENT_KIND = "Deployment"
 LWS_KIND = "LeaderWorkerSet"
+# Replace pods in place, one at a time, never surging: the scheduler fills pools to the last
+# node, so a surge pod would wait for a GPU node that does not exist (design/engines.md).
+NO_SURGE = {"maxSurge": 0, "maxUnavailable": 1}
 
 
 @dataclasses.dataclass
@@ -85,6 +88,7 @@ def native_deployment(
         "spec": {
             "replicas": engine.copies or 1,
             "selector": {"matchLabels": {WORKLOAD_LABEL: workload}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(NO_SURGE)},
             "template": pod_template(member, options),
         },
     }
@@ -126,6 +130,10 @@ def leader_worker_set(
         },
         "spec": {
             "replicas": engine.copies or 1,
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": dict(NO_SURGE),
+            },
             "leaderWorkerTemplate": {
                 "size": 1 + followers,
                 "leaderTemplate": pod_template(leader, leader_options),

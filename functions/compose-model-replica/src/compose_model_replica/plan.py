@@ -15,7 +15,7 @@ from modelplane_common.cache_naming import CACHE_MOUNT_PATH, cache_pvc_name
 from modelplane_common.naming import CLUSTER_LABEL
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
-from compose_model_replica import routing
+from compose_model_replica import engine_plumbing, routing
 from compose_model_replica.backends import (
     DEPLOYMENT_KIND,
     LWS_KIND,
@@ -89,6 +89,11 @@ def shape_problems(replica: ModelReplica) -> list[str]:
             "spec.engines: engine phase may only be set when serving.mode is PrefillDecode"
         )
     problems.extend(route_timeouts.problems(*_timeouts(replica), "spec.serving.timeouts"))
+    if not problems:
+        # Only a well-shaped replica has phase engines and members to check.
+        problems.extend(engine_plumbing.resource_problems(replica))
+        if serving_mode(replica) == "PrefillDecode":
+            problems.extend(engine_plumbing.prefill_decode_problems(replica)[0])
     return problems
 
 
@@ -115,8 +120,10 @@ def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
     routed: dict[str, JSON]
     timeouts = route_timeouts.rule_timeouts(*_timeouts(replica))
     if serving_mode(replica) == "PrefillDecode":
-        routed, pd_warnings = routing.prefill_decode(name, namespace, engines, timeouts)
-        warnings.extend(Notice("DecodePortConflict", m) for m in pd_warnings)
+        ports = engine_plumbing.phase_ports(replica)
+        routed = routing.prefill_decode(name, namespace, engines, ports, timeouts)
+        _, pd_warnings = engine_plumbing.prefill_decode_problems(replica)
+        warnings.extend(Notice("UnrecognisedEngine", m) for m in pd_warnings)
     else:
         routed = routing.unified(name, namespace, timeouts)
 

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from compose_model_replica import names
-from compose_model_replica.backends import EngineObjects, serving_template
+from compose_model_replica.backends import LWS_KIND, EngineObjects, serving_template
+from compose_model_replica.engine_plumbing import PhasePorts
 from compose_model_replica.pods import (
     ENGINE_CONTAINER,
     SERVING_LABEL,
-    SERVING_PORT,
+    SERVING_PORT_NAME,
     SHM_PATH,
     readiness_probe,
 )
@@ -38,7 +39,7 @@ PICKER_IMAGE = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"
 PICKER_GRPC_PORT = 9002
 PICKER_HEALTH_PORT = 9003
 PICKER_CONFIG_FILE = "pd-epp-config.yaml"
-DEFAULT_DECODE_PORT = 8001
+DECODE_ENGINE_PORT_NAME = "engine"
 DEFAULT_BLOCK_SIZE = 16
 NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
@@ -89,7 +90,8 @@ def unified(replica: str, namespace: str, timeouts: JSON) -> dict[str, JSON]:
         "metadata": _metadata(replica, namespace),
         "spec": {
             "selector": {SERVING_LABEL: replica},
-            "ports": [{"port": SERVICE_PORT, "targetPort": SERVING_PORT}],
+            # By name: each engine's pods listen where that engine really listens.
+            "ports": [{"port": SERVICE_PORT, "targetPort": SERVING_PORT_NAME}],
         },
     }
     route = http_route(replica, namespace, {"name": replica, "port": SERVICE_PORT}, timeouts)
@@ -122,12 +124,6 @@ def flag_value(args: Iterable[str], flags: tuple[str, ...]) -> int | None:
     return None
 
 
-def decode_port(args: Iterable[str]) -> int:
-    """Where the decode engine listens: its own ``--port``, else 8001."""
-    port = flag_value(args, ("--port",))
-    return port if port is not None and 0 < port < 65536 else DEFAULT_DECODE_PORT
-
-
 def block_size(args: Iterable[str]) -> int:
     """The engine's KV block size: vLLM ``--block-size`` or SGLang ``--page-size``, else 16."""
     size = flag_value(args, ("--block-size", "--page-size"))
@@ -143,7 +139,8 @@ def _engine_container(template: JSON) -> JSON:
 
 
 def _add_nixl(template: JSON) -> None:
-    """NIXL needs a memory-backed /dev/shm and the pod IP as its side-channel host."""
+    """NIXL needs a memory-backed /dev/shm and the pod IP as its side-channel host, in every
+    pod that holds KV cache: the serving pod and, in a gang, every follower."""
     spec = template["spec"]
     container = _engine_container(template)
     mounts = container.setdefault("volumeMounts", [])
@@ -162,25 +159,33 @@ def _add_nixl(template: JSON) -> None:
         env.append({"name": NIXL_PORT_ENV, "value": NIXL_PORT})
 
 
-def _decorate(template: JSON, replica: str, role: str) -> None:
+def _decorate(workload: JSON, replica: str, role: str) -> None:
+    template = serving_template(workload)
     labels = template.setdefault("metadata", {}).setdefault("labels", {})
     labels.update({ROLE_LABEL: role, INFERENCE_SERVING_LABEL: "true", APP_LABEL: replica})
     _add_nixl(template)
+    if workload["kind"] == LWS_KIND:
+        _add_nixl(workload["spec"]["leaderWorkerTemplate"]["workerTemplate"])
 
 
-def _move_engine_port(template: JSON, port: int) -> None:
-    container = _engine_container(template)
-    container["ports"] = [{"containerPort": port}]
-    container["readinessProbe"] = readiness_probe(port)
+def _rename_engine_port(template: JSON) -> None:
+    """The decode pod's serving port name belongs to the sidecar; the engine keeps its number."""
+    for port in _engine_container(template).get("ports", []):
+        port["name"] = DECODE_ENGINE_PORT_NAME
 
 
-def _sidecar(engine_port: int) -> JSON:
+def _sidecar(listen_port: int, engine_port: int) -> JSON:
     return {
         "name": SIDECAR_NAME,
         "image": SIDECAR_IMAGE,
-        "args": ["--secure-proxy=false", "--kv-connector=nixlv2", f"--vllm-port={engine_port}"],
-        "ports": [{"containerPort": SERVING_PORT}],
-        "readinessProbe": readiness_probe(SERVING_PORT),
+        "args": [
+            f"--port={listen_port}",
+            "--secure-proxy=false",
+            "--kv-connector=nixlv2",
+            f"--vllm-port={engine_port}",
+        ],
+        "ports": [{"name": SERVING_PORT_NAME, "containerPort": listen_port}],
+        "readinessProbe": readiness_probe(listen_port),
     }
 
 
@@ -323,14 +328,14 @@ def picker_objects(replica: str, namespace: str, block_tokens: int) -> dict[str,
     }
 
 
-def inference_pool(replica: str, namespace: str) -> JSON:
+def inference_pool(replica: str, namespace: str, port: int) -> JSON:
     return {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
         "metadata": _metadata(names.pool_name(replica), namespace),
         "spec": {
             "selector": {"matchLabels": {APP_LABEL: replica, INFERENCE_SERVING_LABEL: "true"}},
-            "targetPorts": [{"number": SERVING_PORT}],
+            "targetPorts": [{"number": port}],
             "endpointPickerRef": {
                 "name": names.picker_name(replica),
                 "port": {"number": PICKER_GRPC_PORT},
@@ -341,30 +346,29 @@ def inference_pool(replica: str, namespace: str) -> JSON:
 
 
 def prefill_decode(
-    replica: str, namespace: str, engines: list[EngineObjects], timeouts: JSON
-) -> tuple[dict[str, JSON], list[str]]:
-    """Decorate the phase engines in place; the pool, picker and route; and warnings.
+    replica: str,
+    namespace: str,
+    engines: list[EngineObjects],
+    ports: PhasePorts,
+    timeouts: JSON,
+) -> dict[str, JSON]:
+    """Decorate the phase engines in place; the pool, picker and route.
 
-    Engines are identified by ``phase``, never by name.
+    Engines are identified by ``phase``, never by name. ``ports`` are already checked
+    (``engine_plumbing.prefill_decode_problems``): the decode engine does not listen on the
+    pool's port, which its sidecar takes.
     """
     prefill = next(e for e in engines if e.engine.phase == "Prefill")
     decode = next(e for e in engines if e.engine.phase == "Decode")
-    warnings: list[str] = []
 
-    _decorate(serving_template(prefill.workload), replica, "prefill")
+    _decorate(prefill.workload, replica, "prefill")
+    _decorate(decode.workload, replica, "decode")
     decode_template = serving_template(decode.workload)
-    _decorate(decode_template, replica, "decode")
+    _rename_engine_port(decode_template)
+    decode_template["spec"]["containers"].append(_sidecar(ports.pool, ports.decode))
     decode_args = _engine_container(decode_template).get("args") or []
-    port = decode_port(decode_args)
-    if port == SERVING_PORT:
-        warnings.append(
-            f"decode engine {decode.engine.name!r} listens on port {SERVING_PORT}, which the "
-            f"routing sidecar owns; move it with --port={DEFAULT_DECODE_PORT} in its args"
-        )
-    _move_engine_port(decode_template, port)
-    decode_template["spec"]["containers"].append(_sidecar(port))
 
-    objects = {names.POOL_KEY: inference_pool(replica, namespace)}
+    objects = {names.POOL_KEY: inference_pool(replica, namespace, ports.pool)}
     objects.update(picker_objects(replica, namespace, block_size(decode_args)))
     backend = {
         "group": "inference.networking.k8s.io",
@@ -372,4 +376,4 @@ def prefill_decode(
         "name": names.pool_name(replica),
     }
     objects[names.ROUTE_KEY] = http_route(replica, namespace, backend, timeouts)
-    return objects, warnings
+    return objects

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from typing import Annotated, Any, Literal
 
 
@@ -133,6 +133,198 @@ class EnvItem(BaseModel):
     valueFrom: ValueFrom | None = None
 
 
+class Requests(RootModel[int]):
+    root: int
+
+
+class Requests1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            pattern="^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+        ),
+    ]
+
+
+class Limits(RootModel[int]):
+    root: int
+
+
+class Limits1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            pattern="^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+        ),
+    ]
+
+
+class Resources(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    requests: Annotated[dict[str, Requests | Requests1] | None, Field(max_length=32)] = None
+    limits: Annotated[dict[str, Limits | Limits1] | None, Field(max_length=32)] = None
+
+
+class VolumeMount(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(max_length=63, min_length=1)]
+    mountPath: Annotated[str, Field(max_length=1024, min_length=1, pattern="^/")]
+    subPath: Annotated[str | None, Field(max_length=1024)] = None
+    readOnly: bool | None = None
+
+
+class AddItem(RootModel[str]):
+    root: Annotated[str, Field(max_length=64, pattern="^[A-Z][A-Z0-9_]*$")]
+
+
+class DropItem(RootModel[str]):
+    root: Annotated[str, Field(max_length=64, pattern="^[A-Z][A-Z0-9_]*$")]
+
+
+class Capabilities(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    add: Annotated[list[AddItem] | None, Field(max_length=64)] = None
+    drop: Annotated[list[DropItem] | None, Field(max_length=64)] = None
+
+
+class SecurityContext(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    capabilities: Capabilities | None = None
+    privileged: bool | None = None
+    allowPrivilegeEscalation: bool | None = None
+    readOnlyRootFilesystem: bool | None = None
+    runAsNonRoot: bool | None = None
+    runAsUser: Annotated[int | None, Field(ge=0)] = None
+    runAsGroup: Annotated[int | None, Field(ge=0)] = None
+
+
+class HttpHeader(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(min_length=1)]
+    value: str
+
+
+class HttpGet(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    path: Annotated[str | None, Field(max_length=2048)] = None
+    port: int | str
+    scheme: Literal["HTTP", "HTTPS"] | None = None
+    httpHeaders: Annotated[list[HttpHeader] | None, Field(max_length=16)] = None
+
+
+class TcpSocket(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    port: int | str
+
+
+class Exec(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    command: Annotated[list[str], Field(max_length=64, min_length=1)]
+
+
+class Grpc(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    port: Annotated[int, Field(ge=1, le=65535)]
+    service: str | None = None
+
+
+class StartupProbe(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    httpGet: HttpGet | None = None
+    tcpSocket: TcpSocket | None = None
+    exec: Exec | None = None
+    grpc: Grpc | None = None
+    initialDelaySeconds: Annotated[int | None, Field(ge=0)] = None
+    periodSeconds: Annotated[int | None, Field(ge=1)] = None
+    timeoutSeconds: Annotated[int | None, Field(ge=1)] = None
+    successThreshold: Annotated[int | None, Field(ge=1)] = None
+    failureThreshold: Annotated[int | None, Field(ge=1)] = None
+
+
+class HttpGet1(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    path: Annotated[str | None, Field(max_length=2048)] = None
+    port: int | str
+    scheme: Literal["HTTP", "HTTPS"] | None = None
+    httpHeaders: Annotated[list[HttpHeader] | None, Field(max_length=16)] = None
+
+
+class ReadinessProbe(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    httpGet: HttpGet1 | None = None
+    tcpSocket: TcpSocket | None = None
+    exec: Exec | None = None
+    grpc: Grpc | None = None
+    initialDelaySeconds: Annotated[int | None, Field(ge=0)] = None
+    periodSeconds: Annotated[int | None, Field(ge=1)] = None
+    timeoutSeconds: Annotated[int | None, Field(ge=1)] = None
+    successThreshold: Annotated[int | None, Field(ge=1)] = None
+    failureThreshold: Annotated[int | None, Field(ge=1)] = None
+
+
+class HttpGet2(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    path: Annotated[str | None, Field(max_length=2048)] = None
+    port: int | str
+    scheme: Literal["HTTP", "HTTPS"] | None = None
+    httpHeaders: Annotated[list[HttpHeader] | None, Field(max_length=16)] = None
+
+
+class LivenessProbe(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    httpGet: HttpGet2 | None = None
+    tcpSocket: TcpSocket | None = None
+    exec: Exec | None = None
+    grpc: Grpc | None = None
+    initialDelaySeconds: Annotated[int | None, Field(ge=0)] = None
+    periodSeconds: Annotated[int | None, Field(ge=1)] = None
+    timeoutSeconds: Annotated[int | None, Field(ge=1)] = None
+    successThreshold: Annotated[int | None, Field(ge=1)] = None
+    failureThreshold: Annotated[int | None, Field(ge=1)] = None
+
+
 class Container(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -143,6 +335,12 @@ class Container(BaseModel):
     command: list[str] | None = None
     args: list[str] | None = None
     env: list[EnvItem] | None = None
+    resources: Resources | None = None
+    volumeMounts: Annotated[list[VolumeMount] | None, Field(max_length=32)] = None
+    securityContext: SecurityContext | None = None
+    startupProbe: StartupProbe | None = None
+    readinessProbe: ReadinessProbe | None = None
+    livenessProbe: LivenessProbe | None = None
 
 
 class ImagePullSecret(BaseModel):
@@ -153,6 +351,153 @@ class ImagePullSecret(BaseModel):
     name: Annotated[str, Field(min_length=1)]
 
 
+class ShmSize(RootModel[int]):
+    root: int
+
+
+class ShmSize1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            pattern="^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+        ),
+    ]
+
+
+class SizeLimit(RootModel[int]):
+    root: int
+
+
+class SizeLimit1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            pattern="^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$"
+        ),
+    ]
+
+
+class EmptyDir(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    medium: Literal["", "Memory"] | None = None
+    sizeLimit: SizeLimit | SizeLimit1 | None = None
+
+
+class Secret(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    secretName: Annotated[str, Field(max_length=253, min_length=1)]
+    optional: bool | None = None
+    defaultMode: Annotated[int | None, Field(ge=0, le=511)] = None
+
+
+class ConfigMap(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(max_length=253, min_length=1)]
+    optional: bool | None = None
+    defaultMode: Annotated[int | None, Field(ge=0, le=511)] = None
+
+
+class PersistentVolumeClaim(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    claimName: Annotated[str, Field(max_length=253, min_length=1)]
+    readOnly: bool | None = None
+
+
+class HostPath(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    path: Annotated[str, Field(min_length=1, pattern="^/")]
+    type: (
+        Literal[
+            "",
+            "DirectoryOrCreate",
+            "Directory",
+            "FileOrCreate",
+            "File",
+            "Socket",
+            "CharDevice",
+            "BlockDevice",
+        ]
+        | None
+    ) = None
+
+
+class NodePublishSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(min_length=1)]
+
+
+class Csi(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    driver: Annotated[str, Field(max_length=63, min_length=1)]
+    readOnly: bool | None = None
+    volumeAttributes: dict[str, str] | None = None
+    nodePublishSecretRef: NodePublishSecretRef | None = None
+
+
+class Volume(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[
+        str, Field(max_length=63, min_length=1, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    ]
+    emptyDir: EmptyDir | None = None
+    secret: Secret | None = None
+    configMap: ConfigMap | None = None
+    persistentVolumeClaim: PersistentVolumeClaim | None = None
+    hostPath: HostPath | None = None
+    csi: Csi | None = None
+
+
+class SupplementalGroup(RootModel[int]):
+    root: Annotated[int, Field(ge=0)]
+
+
+class SeccompProfile(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    type: Literal["RuntimeDefault", "Unconfined", "Localhost"]
+    localhostProfile: Annotated[str | None, Field(min_length=1)] = None
+
+
+class SecurityContext1(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    runAsUser: Annotated[int | None, Field(ge=0)] = None
+    runAsGroup: Annotated[int | None, Field(ge=0)] = None
+    runAsNonRoot: bool | None = None
+    fsGroup: Annotated[int | None, Field(ge=0)] = None
+    fsGroupChangePolicy: Literal["OnRootMismatch", "Always"] | None = None
+    supplementalGroups: Annotated[list[SupplementalGroup] | None, Field(max_length=32)] = None
+    seccompProfile: SeccompProfile | None = None
+
+
 class Spec1(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -160,6 +505,9 @@ class Spec1(BaseModel):
     )
     containers: Annotated[list[Container], Field(max_length=1, min_length=1)]
     imagePullSecrets: list[ImagePullSecret] | None = None
+    shmSize: ShmSize | ShmSize1 | None = None
+    volumes: Annotated[list[Volume] | None, Field(max_length=32)] = None
+    securityContext: SecurityContext1 | None = None
 
 
 class Template(BaseModel):
