@@ -26,7 +26,7 @@ from kubernetes_validate import utils as kubernetes_validate
 from modelplane_common.managed import without_status
 from modelplane_schemas import generated
 
-from modelplane import celrules, openapi, repo, xrd
+from modelplane import celrules, draselectors, openapi, repo, xrd
 from modelplane.kube import DNS_SUBDOMAIN, valid_name
 from modelplane.openapi import join
 from modelplane.project import function_directory
@@ -281,6 +281,7 @@ def _validate_composite(
         return _problems(source, obj, unknown)
     issues += schema_issues
     issues += openapi.after_schema(root, issues, rule_issues)
+    issues += draselectors.issues(definition, value, issues)
     return _problems(source, obj, issues)
 
 

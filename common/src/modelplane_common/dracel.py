@@ -140,10 +140,10 @@ def _compile(expression: str) -> CompiledSelector | SelectorCompileError:
     return CompiledSelector(expression, program, _indexed_domains(root), _reads(root))
 
 
-def selector_issues(spec: Any) -> list[tuple[str, str]]:
-    """(field path, cel-go's error) for every selector of a ModelDeployment spec that does not
-    compile: ``spec.engines[i].members[j].nodeSelector.devices[k].selectors[l].cel``. Shapes
-    the schema refuses are skipped (the schema reports them)."""
+def selector_issues(spec: Any) -> list[tuple[str, str, str]]:
+    """(field path, expression, cel-go's error) for every selector of a ModelDeployment spec
+    that does not compile: ``spec.engines[i].members[j].nodeSelector.devices[k].selectors[l]
+    .cel``. Shapes the schema refuses (a selector that is not a string) are left to it."""
     issues = []
     for path, expression in _selectors(spec):
         if not isinstance(expression, str):
@@ -151,7 +151,7 @@ def selector_issues(spec: Any) -> list[tuple[str, str]]:
         try:
             compile_selector(expression)
         except SelectorCompileError as err:
-            issues.append((path, str(err)))
+            issues.append((path, expression, str(err)))
     return issues
 
 
