@@ -45,6 +45,8 @@ ZONE_LABEL = "modelplane.ai/zone"
 ROLE_LABEL = "modelplane.ai/iam-role"
 SYSTEM_POOL = "system"
 KUBECONFIG_KEY = "kubeconfig"
+# AWS's DRA guide: this AMI has the NVIDIA driver at / and labels nodes nvidia.com/gpu.present;
+# it ships no device plugin (none may run beside the DRA driver), so nothing to switch off.
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 STANDARD_AMI = "AL2023_x86_64_STANDARD"
 MATCH_CONTROLLER = {"matchControllerRef": True}
