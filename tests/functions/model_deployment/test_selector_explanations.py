@@ -85,3 +85,30 @@ def test_each_pool_says_which_part_failed_across_clusters():
         'pool "h100": request "gpu" selector 1 matches no device '
         "(capacity gpu.nvidia.com/memory is 24Gi))"
     )
+
+
+def test_devices_taken_by_the_members_earlier_request_are_counted():
+    engine = f.standalone()
+    engine["members"][0]["nodeSelector"] = {
+        "devices": [
+            {"name": "prefill", "count": 6, "selectors": [{"cel": f.GPU_SELECTOR}]},
+            {"name": "decode", "count": 4, "selectors": [{"cel": f.GPU_SELECTOR}]},
+        ]
+    }
+    clusters = [f.cluster("x", f.pool("h100", 2, f.gpu(count=8)))]
+    _, _, message = scheduled(f.spec(1, engine), clusters)
+    assert message.endswith(
+        '1 no pool matches engine "main" (pool "h100" has 8 matching devices per node, '
+        '2 left after the member\'s earlier requests, request "decode" needs 4)'
+    )
+
+
+def test_selectors_each_met_by_a_different_device_are_named_together():
+    hopper = 'device.attributes["gpu.nvidia.com"].architecture == "Hopper"'
+    big = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("100Gi")) >= 0'
+    pool = f.pool("mixed", 2, f.gpu(memory="80Gi"), f.gpu(architecture="Ada", memory="141Gi"))
+    _, _, message = scheduled(f.spec(1, f.standalone("main", hopper, big)), [f.cluster("x", pool)])
+    assert message.endswith(
+        '1 no pool matches engine "main" '
+        '(pool "mixed": no one device satisfies every selector of request "gpu")'
+    )

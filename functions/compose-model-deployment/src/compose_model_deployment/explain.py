@@ -89,7 +89,8 @@ def _too_few(
     published, left = pool.devices[best].count, remaining[best]
     taken = f", {left} left after the member's earlier requests" if left < published else ""
     return (
-        f"pool {name} has {published} matching devices per node{taken}, "
+        f"pool {name} has {published} matching device{'' if published == 1 else 's'} per node"
+        f"{taken}, "
         f"request {json.dumps(request.name)} needs {request.count}"
     )
 
