@@ -13,7 +13,7 @@ import click
 import yaml
 from modelplane_common.managed import without_status
 
-from modelplane import references, validation, xrd
+from modelplane import engine_warnings, references, validation, xrd
 from modelplane.validation import Problem, relative, validate_object
 
 SUFFIXES = (".yaml", ".yml")
@@ -121,7 +121,9 @@ def _refused(definition: dict[str, Any]) -> bool:
 class Report:
     valid: int  # objects the API server would accept
     problems: list[Problem | str]  # a Problem, or a line for unreadable input
-    warnings: list[Problem]  # references naming nothing in the set (references.py)
+    # references naming nothing in the set (references.py), engines that would never run
+    # (engine_warnings.py)
+    warnings: list[Problem]
 
 
 def check_paths(paths: list[Path]) -> tuple[int, list[Problem | str]]:
@@ -153,9 +155,13 @@ def check(paths: list[Path]) -> Report:
 
 def _dangling(documents: list[Document], catalog: xrd.Catalog) -> list[Problem]:
     try:
-        return references.dangling(documents, catalog)
+        found = references.dangling(documents, catalog)
     except Exception as err:  # a bug here must never hide the problems, nor fail the run
-        return [Problem("", "", "", "", f"references not checked: internal error: {err!r}")]
+        found = [Problem("", "", "", "", f"references not checked: internal error: {err!r}")]
+    try:
+        return found + engine_warnings.engine_warnings(documents)
+    except Exception as err:  # as above
+        return [*found, Problem("", "", "", "", f"engines not checked: internal error: {err!r}")]
 
 
 def check_documents(documents: list[Document]) -> list[list[Problem]]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
-from modelplane_common import drain_annotations, route_timeouts, tolerant
+from modelplane_common import drain_annotations, engines, route_timeouts, tolerant
 from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import (
     CLOCK_CONTEXT_KEY,
@@ -340,6 +340,12 @@ def compose(request: Request) -> Outcome:
         # The XRD's CEL refuses these; one that got past it must not reach the replicas.
         message = f"invalid ModelDeployment: {'; '.join(wrong)}"
         return _hold(request, outcome, wanted, "InvalidSpec", message, clusters=clusters)
+    cannot_run, _ = engines.engine_problems(spec)
+    if cannot_run:
+        # Every replica would refuse these pods (compose-model-replica checks the same); place
+        # none, and keep the replicas that run until the engines are fixed.
+        message = f"engines cannot run: {'; '.join(cannot_run)}"
+        return _hold(request, outcome, wanted, "InvalidEngine", message, clusters=clusters)
     deployment = scheduler.parse_deployment(request.name, request.namespace or "", spec)
     if deployment.cache:
         found = _cache_labels(request, deployment.cache)

@@ -91,9 +91,7 @@ def shape_problems(replica: ModelReplica) -> list[str]:
     problems.extend(route_timeouts.problems(*_timeouts(replica), "spec.serving.timeouts"))
     if not problems:
         # Only a well-shaped replica has phase engines and members to check.
-        problems.extend(engine_plumbing.resource_problems(replica))
-        if serving_mode(replica) == "PrefillDecode":
-            problems.extend(engine_plumbing.prefill_decode_problems(replica)[0])
+        problems.extend(engine_plumbing.problems(replica))
     return problems
 
 
@@ -122,8 +120,7 @@ def plan_replica(replica: ModelReplica, name: str, namespace: str) -> Plan:
     if serving_mode(replica) == "PrefillDecode":
         ports = engine_plumbing.phase_ports(replica)
         routed = routing.prefill_decode(name, namespace, engines, ports, timeouts)
-        _, pd_warnings = engine_plumbing.prefill_decode_problems(replica)
-        warnings.extend(Notice("UnrecognisedEngine", m) for m in pd_warnings)
+        warnings.extend(Notice("UnrecognisedEngine", m) for m in engine_plumbing.warnings(replica))
     else:
         routed = routing.unified(name, namespace, timeouts)
 

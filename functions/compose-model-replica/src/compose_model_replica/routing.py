@@ -12,9 +12,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from modelplane_common.engines import PhasePorts
+
 from compose_model_replica import names
 from compose_model_replica.backends import LWS_KIND, EngineObjects, serving_template
-from compose_model_replica.engine_plumbing import PhasePorts
 from compose_model_replica.pods import (
     ENGINE_CONTAINER,
     SERVING_LABEL,
@@ -355,8 +356,8 @@ def prefill_decode(
     """Decorate the phase engines in place; the pool, picker and route.
 
     Engines are identified by ``phase``, never by name. ``ports`` are already checked
-    (``engine_plumbing.prefill_decode_problems``): the decode engine does not listen on the
-    pool's port, which its sidecar takes.
+    (``modelplane_common.engines``): the decode engine does not listen on the pool's port,
+    which its sidecar takes.
     """
     prefill = next(e for e in engines if e.engine.phase == "Prefill")
     decode = next(e for e in engines if e.engine.phase == "Decode")
