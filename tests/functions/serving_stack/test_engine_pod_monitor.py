@@ -198,3 +198,13 @@ def test_every_serving_engine_a_replica_composes_is_scraped_on_its_own_port(exam
         (sidecar,) = [c for c in decode["spec"]["containers"] if c["name"] != "engine"]
         sidecar_ports = {p["containerPort"] for p in sidecar["ports"]}
         assert not sidecar_ports & set(_scraped_ports(monitor, decode))
+
+
+def test_the_pod_monitor_schema_refuses_a_broken_monitor_naming_the_field():
+    """The CRD the simulator and `modelplane validate` check composed PodMonitors against."""
+    manifest = monitor_of(desired_resources(run(installed(prometheus_ready=True))))
+    manifest["spec"]["podMetricsEndpoints"][0]["portNumber"] = 0
+    manifest["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["action"] = "Retain"
+    problems = " ".join(str(p) for p in validate_object(manifest, source="monitor.yaml"))
+    assert "spec.podMetricsEndpoints[0].portNumber" in problems
+    assert "spec.podMetricsEndpoints[0].relabelings[0].action" in problems
