@@ -112,3 +112,14 @@ def test_selectors_each_met_by_a_different_device_are_named_together():
         '1 no pool matches engine "main" '
         '(pool "mixed": no one device satisfies every selector of request "gpu")'
     )
+
+
+def test_a_pool_publishing_no_attributes_says_the_attribute_is_not_published():
+    bare = {**f.gpu(), "attributes": None}
+    hopper = 'device.attributes["gpu.nvidia.com"].architecture == "Hopper"'
+    clusters = [f.cluster("x", f.pool("bare", 2, bare))]
+    _, _, message = scheduled(f.spec(1, f.standalone("main", hopper)), clusters)
+    assert message.endswith(
+        '1 no pool matches engine "main" (pool "bare": request "gpu" selector 0 matches no '
+        "device (attribute gpu.nvidia.com/architecture is not published))"
+    )

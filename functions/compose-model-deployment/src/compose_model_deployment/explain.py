@@ -139,7 +139,7 @@ def _published(selector: dracel.CompiledSelector, devices: list[PoolDevice]) -> 
 def _as_published(device: PoolDevice, field: str, domain: str, name: str) -> str | None:
     """The value as the pool entry spells it (``24Gi``, not the quantity's canonical form)."""
     driver, attributes, capacity = device.cel.signature
-    entries = dict(attributes if field == "attributes" else capacity or ())
+    entries = dict((attributes if field == "attributes" else capacity) or ())
     raw = entries.get(f"{domain}/{name}")
     if raw is None and domain == driver:
         raw = entries.get(name)
