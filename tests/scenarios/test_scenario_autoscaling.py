@@ -26,7 +26,7 @@ import pytest
 import yaml
 from modelplane.controlplane import ControlPlane, session
 from modelplane.kube import condition_status, lookup
-from scenario_world import conditions, converge, endpoints, replicas
+from scenario_world import conditions, converge, endpoints, replica_name, replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -212,6 +212,7 @@ def test_the_recipe_scales_the_quickstart_down_when_idle_and_up_under_load(
     assert autoscale(plane, recipe, {}) == {"query": 0, "current": 2, "desired": 1}
     converge(plane)
     (kept,) = replicas(plane, name)
+    assert kept == replica_name(name, "lab", 0)  # the scheduler keeps index 0
     assert plane.find("ModelDeployment", name, "ml-team")["status"]["replicas"] == {
         "total": 1,
         "ready": 1,
@@ -229,6 +230,7 @@ def test_the_recipe_scales_the_quickstart_down_when_idle_and_up_under_load(
     assert set(endpoints(plane, name)) == {kept} | added
     # The new replica's engine is scraped too: the queue now splits over both.
     (new,) = added
+    assert {s["modelplane_ai_serving"] for s, _ in scrape(plane, {})} == {kept, new}
     assert autoscale(plane, recipe, {kept: 10, new: 10}) == {
         "query": 20,
         "current": 2,
@@ -245,6 +247,6 @@ def test_the_recipe_scales_the_quickstart_down_when_idle_and_up_under_load(
 
 
 def test_served_model_name_follows_vllm():
-    assert served_model_name(["--model=Qwen/Qwen3-8B", "--max-model-len=8192"]) == ("Qwen/Qwen3-8B")
+    assert served_model_name(["--model=Qwen/Qwen3-8B", "--max-model-len=8192"]) == "Qwen/Qwen3-8B"
     assert served_model_name(["--model", "/models/q", "--served-model-name", "qwen"]) == "qwen"
     assert served_model_name(["serve", "Qwen/Qwen3-8B"]) == "Qwen/Qwen3-8B"
