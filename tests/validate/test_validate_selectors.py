@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from modelplane import repo
 from modelplane.main import cli
 
 PATH = "spec.engines[0].members[0].nodeSelector.devices[0].selectors[0].cel"
@@ -89,3 +90,20 @@ def test_a_selector_that_is_not_a_boolean_is_refused(tmp_path: Path):
         f'{name}: ModelDeployment/qwen: {PATH}: Invalid value: "device.driver": '
         "compilation failed: must evaluate to bool or the unknown type, not string"
     ) in result.stderr.splitlines()
+
+
+def test_a_model_replicas_device_request_selector_is_compiled_too(tmp_path: Path):
+    """A ModelReplica's selectors go verbatim into the workload cluster's ResourceClaims."""
+    source = (repo.root() / "examples" / "replica" / "standalone.yaml").read_text()
+    good = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("20Gi")) >= 0'
+    assert good in source
+    manifest = tmp_path / "replica.yaml"
+    manifest.write_text(source.replace(good, good.replace("capacity", "capacities")))
+    result = CliRunner().invoke(cli, ["validate", "-o", "json", str(manifest)])
+    problems = json.loads(result.stdout)["problems"]
+    assert [(p["kind"], p["path"]) for p in problems] == [
+        ("ModelReplica", "spec.engines[0].members[0].deviceRequests[0].selectors[0].cel")
+    ]
+    assert problems[0]["message"].endswith(
+        "compilation failed: <input>:1:7: undefined field 'capacities'"
+    )

@@ -919,14 +919,20 @@ stdlib:
 
 @functools.cache
 def environment(variables: tuple[tuple[str, str], ...], runtime: bool = False) -> Any:
-    """A cel-expr-python environment declaring ``variables`` ((name, "dyn"|"map"), ...); any
-    other kind is the full name of a message type in ``POOL`` (e.g. ``kubernetes.DRADevice``).
+    """A cel-expr-python environment declaring ``variables`` ((name, kind), ...): a kind is
+    "dyn", "map", "quantity_maps" or the full name of a message type in ``POOL`` (e.g.
+    ``kubernetes.DRADevice``).
 
     ``runtime``: the environment programs are planned in when they call a function whose
     implementation the checker's environment cannot carry (list indexOf, cel.@mapInsert); it
     never compiles, so its declarations need not suit the checker.
     """
-    types = {"dyn": T.DYN, "map": T.Map(T.STRING, T.DYN)}
+    types = {
+        "dyn": T.DYN,
+        "map": T.Map(T.STRING, T.DYN),
+        # A DRA device's capacity: domain -> capacity id -> Quantity (modelplane_common.dracel).
+        "quantity_maps": T.Map(T.STRING, T.Map(T.STRING, QUANTITY)),
+    }
     runtime_only = [*_index_decls(), _map_insert_decl()] if runtime else []
     return cel.NewEnv(
         descriptor_pool=POOL,

@@ -17,6 +17,7 @@ memoised by the device's content. A device whose data cannot be read matches not
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -126,11 +127,14 @@ def _compile(expression: str) -> CompiledSelector | SelectorCompileError:
         # Checked against the typed device; run with the device as a plain map (cel-cpp
         # cannot carry Semver or Quantity values inside a Struct), same source, same verdict.
         typed = cel.compile_expression(
-            expression, typed_variables=(("device", DEVICE_TYPE),), bindings=True
+            _typed_capacity(expression),
+            typed_variables=(("device", DEVICE_TYPE), (_CAPACITY_ALIAS, "quantity_maps")),
+            bindings=True,
         )
         program = cel.compile_expression(expression, map_variables=("device",), bindings=True)
     except cel.CelCompileError as err:
-        return SelectorCompileError(err.one_line().replace("ERROR: ", "")[:_MAX_ERROR_LENGTH])
+        text = err.one_line().replace("ERROR: ", "").replace(_CAPACITY_ALIAS, "device.capacity")
+        return SelectorCompileError(text[:_MAX_ERROR_LENGTH])
     if typed.result_type not in ("bool", "dyn"):
         # Kubernetes' wording; its "unknown type" (an attribute's any) is dyn here.
         return SelectorCompileError(
@@ -140,12 +144,36 @@ def _compile(expression: str) -> CompiledSelector | SelectorCompileError:
     return CompiledSelector(expression, program, _indexed_domains(root), _reads(root))
 
 
-def selector_issues(spec: Any) -> list[tuple[str, str, str]]:
-    """(field path, expression, cel-go's error) for every selector of a ModelDeployment spec
-    that does not compile: ``spec.engines[i].members[j].nodeSelector.devices[k].selectors[l]
-    .cel``. Shapes the schema refuses (a selector that is not a string) are left to it."""
+# Where each kind keeps its members' device requests: a ModelDeployment's nodeSelector, and the
+# deviceRequests the scheduler resolved them to on a ModelReplica (copied into its claims).
+REQUESTS = {
+    "ModelDeployment": ("nodeSelector", "devices"),
+    "ModelReplica": ("deviceRequests",),
+}
+
+
+# ``device.capacity[...]`` is checked through a variable typed as Kubernetes types capacity
+# (domain -> id -> Quantity), which a protobuf field cannot be: same length, so every column
+# in an error stays right. Other spellings (``cel.bind(c, device.capacity, ...)``) stay dyn.
+_CAPACITY_ALIAS = "dra_capacity___"
+_CAPACITY_INDEX = re.compile(r"(?<![\w.])device\.capacity(?=\s*\[)")
+
+
+def _typed_capacity(expression: str) -> str:
+    masked = cel._mask_literals(expression)  # literals and comments are never rewritten
+    out = expression
+    for match in _CAPACITY_INDEX.finditer(masked):
+        out = out[: match.start()] + _CAPACITY_ALIAS + out[match.end() :]
+    return out
+
+
+def selector_issues(spec: Any, kind: str = "ModelDeployment") -> list[tuple[str, str, str]]:
+    """(field path, expression, cel-go's error) for every selector of a ModelDeployment's (or a
+    ModelReplica's) spec that does not compile, e.g. ``spec.engines[i].members[j].nodeSelector
+    .devices[k].selectors[l].cel``. Shapes the schema refuses (a selector that is not a
+    string) are left to it."""
     issues = []
-    for path, expression in _selectors(spec):
+    for path, expression in _selectors(spec, REQUESTS[kind]):
         if not isinstance(expression, str):
             continue
         try:
@@ -160,20 +188,29 @@ def _items(value: Any, key: str) -> list[Any]:
     return items if isinstance(items, list) else []
 
 
-def _selectors(spec: Any) -> Iterator[tuple[str, Any]]:
+def _selectors(spec: Any, requests: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    *outer, key = requests
     for i, engine in enumerate(_items(spec, "engines")):
         for j, member in enumerate(_items(engine, "members")):
-            node_selector = member.get("nodeSelector") if isinstance(member, Mapping) else None
-            for k, request in enumerate(_items(node_selector, "devices")):
+            holder = member
+            for name in outer:
+                holder = holder.get(name) if isinstance(holder, Mapping) else None
+            for k, request in enumerate(_items(holder, key)):
                 for m, selector in enumerate(_items(request, "selectors")):
                     if isinstance(selector, Mapping) and "cel" in selector:
-                        yield selector_path(i, j, k, m), selector["cel"]
+                        yield selector_path(i, j, k, m, requests), selector["cel"]
 
 
-def selector_path(engine: int, member: int, request: int, selector: int) -> str:
-    """The field path of one selector in a ModelDeployment."""
+def selector_path(
+    engine: int,
+    member: int,
+    request: int,
+    selector: int,
+    requests: tuple[str, ...] = REQUESTS["ModelDeployment"],
+) -> str:
+    """The field path of one selector (a ModelDeployment's unless ``requests`` says)."""
     return (
-        f"spec.engines[{engine}].members[{member}].nodeSelector.devices[{request}]"
+        f"spec.engines[{engine}].members[{member}].{'.'.join(requests)}[{request}]"
         f".selectors[{selector}].cel"
     )
 

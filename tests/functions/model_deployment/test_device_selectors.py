@@ -87,6 +87,11 @@ def test_row33_syntax_error_is_a_compile_error_naming_the_position():
         ),
         ("device.driver == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
         ("device.driver", "must evaluate to bool or the unknown type, not string"),
+        # Capacity values are Quantities, as Kubernetes declares them.
+        (
+            f"{C}.memory > 5",
+            "found no matching overload for '_>_' applied to '(kubernetes.Quantity, int)'",
+        ),
     ],
 )
 def test_non_kubernetes_spellings_do_not_compile(selector, message):
