@@ -58,8 +58,24 @@ def _bounded(parts: list[str]) -> str:
     return _SEPARATOR.join(shown)
 
 
+_parts: dict[tuple[Any, ...], str] = {}
+_MAX_CACHE = 100_000
+
+
 def pool_part(requests: tuple[Request, ...], pool: Pool) -> str:
-    """Why ``requests`` (one member's) do not fit one node of ``pool``."""
+    """Why ``requests`` (one member's) do not fit one node of ``pool``; memoised, as a fleet
+    publishes few distinct pools (``devices.match_member`` is memoised the same way)."""
+    key = (requests, pool.name, pool.signature)
+    part = _parts.get(key)
+    if part is None:
+        part = _pool_part(requests, pool)
+        if len(_parts) >= _MAX_CACHE:
+            _parts.clear()
+        _parts[key] = part
+    return part
+
+
+def _pool_part(requests: tuple[Request, ...], pool: Pool) -> str:
     name = json.dumps(pool.name)
     if not pool.devices:
         return f"pool {name} publishes no devices"
