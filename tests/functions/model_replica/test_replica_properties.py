@@ -26,7 +26,7 @@ selectors = st.lists(
             'device.attributes["gpu.nvidia.com"].architecture == "Hopper"',
             'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0',
             'device.attributes["modelplane.ai"].gpusPerNode >= 8',
-            "device.attributes['modelplane.ai/fabric'] == 'infiniband'",
+            "device.attributes['modelplane.ai'].fabric == 'infiniband'",
         ]
     ).map(lambda cel: {"cel": cel}),
     max_size=3,

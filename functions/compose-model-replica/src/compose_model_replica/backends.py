@@ -26,8 +26,11 @@ JSON = dict[str, Any]
 
 DEPLOYMENT_KIND = "Deployment"
 LWS_KIND = "LeaderWorkerSet"
-# Replace pods in place, one at a time, never surging: the scheduler fills pools to the last
-# node, so a surge pod would wait for a GPU node that does not exist (design/engines.md).
+# Never surge: the scheduler fills pools to the last node, so a surge pod would wait for a GPU
+# node that does not exist (design/engines.md). A Deployment recreates its pods: a RollingUpdate
+# without surge needs maxUnavailable >= 1, which makes its Available condition (the replica's
+# readiness) true with a single copy down. An LWS's Available always needs every group ready.
+RECREATE = {"type": "Recreate"}
 NO_SURGE = {"maxSurge": 0, "maxUnavailable": 1}
 
 
@@ -88,7 +91,7 @@ def native_deployment(
         "spec": {
             "replicas": engine.copies or 1,
             "selector": {"matchLabels": {WORKLOAD_LABEL: workload}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(NO_SURGE)},
+            "strategy": dict(RECREATE),
             "template": pod_template(member, options),
         },
     }
