@@ -196,11 +196,17 @@ _MANAGED_GROUP = re.compile(
 )
 
 
+_FAMILIES = ("aws", "azure", "gcp")
+
+
 def _provider_package(match: re.Match[str]) -> str:
     """The package serving a managed group: provider-<cloud>-<service> for the Upbound
     families (eks.aws -> provider-aws-eks), provider-<service> otherwise (helm -> provider-helm)."""
     service, cloud = (match[1], match[2]) if match[1] else (match[4], match[5])
     name = f"provider-{cloud}-{service}" if cloud else f"provider-{service}"
+    if not cloud and service in _FAMILIES:
+        # A cloud's bare group (azure.m.upbound.io: ResourceGroup) is its family provider's.
+        name = f"provider-family-{service}"
     return f"xpkg.upbound.io/upbound/{name}"
 
 

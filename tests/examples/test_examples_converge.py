@@ -525,12 +525,17 @@ def _mrd_name(api_version: str, kind: str) -> str:
 def test_mrap_activates_exactly_the_managed_kinds_the_examples_compose(simulated):
     composed = {
         _mrd_name(o["apiVersion"], o["kind"])
-        for example in CONVERGING
+        # cloud-clusters: the cloud XRs alone (AKSCluster is composed by no other example).
+        for example in [*CONVERGING, "cloud-clusters"]
         for o in simulated(example).objects
         if _MANAGED_GROUP.search(o["apiVersion"].split("/")[0])
         and not o["kind"].endswith("ProviderConfig")  # provider configuration, not an MRD
     }
-    assert {"releases.helm.m.crossplane.io", "clusters.eks.aws.m.upbound.io"} <= composed
+    assert {
+        "releases.helm.m.crossplane.io",
+        "clusters.eks.aws.m.upbound.io",
+        "kubernetesclusters.containerservice.azure.m.upbound.io",
+    } <= composed
     crds = (REPO / "schemas" / "crds.txt").read_text()
     for name in composed:
         plural, _, group = name.partition(".")

@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from robustness_fuzz import Base
 
 # multi-cluster runs every function but compose-model-cache; multi-node adds it; disaggregated
-# (prefill/decode engines) and canary (two deployments behind one weighted service) widen them.
-EXAMPLES = ("multi-cluster", "multi-node", "disaggregated", "canary")
+# (prefill/decode engines) and canary (two deployments behind one weighted service) widen them;
+# cloud-clusters is the only one with an AKSCluster.
+EXAMPLES = ("multi-cluster", "multi-node", "disaggregated", "canary", "cloud-clusters")
 
 JSON = dict[str, Any]
 

@@ -352,6 +352,10 @@ def _cloud_at_provider(obj: JSON) -> JSON:
         extra = _AWS.get(kind)
         if extra:
             at.update(extra(name, project, region, seed, for_provider))
+    elif "azure" in group:
+        extra = _AZURE.get(kind)
+        if extra:
+            at.update(extra(name, project, region, seed, for_provider))
     return at
 
 
@@ -396,6 +400,19 @@ _AWS: dict[str, AtProviderRule] = {
         "arn": f"arn:aws:iam::123456789012:role/{name}"
     },
     "Addon": lambda name, project, region, seed, fp: {"status": "ACTIVE"},
+}
+
+
+_AZURE_SUBSCRIPTION = "/subscriptions/00000000-0000-0000-0000-000000000000"
+
+_AZURE: dict[str, AtProviderRule] = {
+    "ResourceGroup": lambda name, project, region, seed, fp: {
+        "id": f"{_AZURE_SUBSCRIPTION}/resourceGroups/{name}"
+    },
+    "KubernetesCluster": lambda name, project, region, seed, fp: {
+        "fqdn": f"{fp.get('dnsPrefix', name)}-{short_hash(seed, length=8)}.hcp.{region}.azmk8s.io",
+        "currentKubernetesVersion": str(fp.get("kubernetesVersion", "1.35")),
+    },
 }
 
 

@@ -18,6 +18,7 @@ from modelplane_common.managed import without_status
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
 from modelplane_common.observed import held, held_all, is_ready
 from modelplane_common.plain import JSON
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -211,7 +212,7 @@ def _hold(
 
 def _observed_ready(key: str, body: JSON) -> bool:
     """Readiness of a held resource, by the same rules as when it is composed normally."""
-    if key in (rs.KEY_GKE, rs.KEY_EKS, rs.KEY_SERVING_STACK):
+    if key in (rs.KEY_GKE, rs.KEY_EKS, rs.KEY_AKS, rs.KEY_SERVING_STACK):
         return is_ready(body)
     return True
 
@@ -266,6 +267,18 @@ def _compose_cloud(
         if node_pools:
             body = rs.gke_cluster(name, gke_spec, _in_spec_order(node_pools, cluster))
         driver_root: str | None = rs.GKE_DRIVER_ROOT
+    elif source == "AKS":
+        aks_spec = cluster.spec.cluster.aks
+        assert aks_spec is not None  # XRD rule
+        key, kind, usage_key = rs.KEY_AKS, "AKSCluster", rs.KEY_USAGE_AKS
+        node_pools_aks = pl.aks_pools(pools, classes) + pl.carried_pools(
+            observed.get(rs.KEY_AKS), unavailable, aks.NodePool
+        )
+        node_pools = list(node_pools_aks)
+        if node_pools_aks:
+            body = rs.aks_cluster(name, aks_spec, _in_spec_order(node_pools_aks, cluster))
+        # AKS installs the driver on the node image, at / (gpuDriver: Install).
+        driver_root = None
     else:
         eks_spec = cluster.spec.cluster.eks
         assert eks_spec is not None  # XRD rule
@@ -295,8 +308,10 @@ def _compose_cloud(
     secrets = _cloud_secrets(cloud) if cloud_ready else []
     kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
     identity = next((s for s in secrets if s.type == "GCPServiceAccountKey"), None)
-    if source == "EKS":
-        identity = None  # the AWS provider refreshes the kubeconfig's token; no identity
+    if source != "GKE":
+        # EKS: the AWS provider refreshes the kubeconfig's token; AKS: the kubeconfig carries
+        # a client certificate. Neither needs an identity.
+        identity = None
 
     # ClusterProviderConfig: gated on the cloud XR being Ready with a kubeconfig (C3).
     if kubeconfig is not None:

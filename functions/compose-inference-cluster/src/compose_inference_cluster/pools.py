@@ -16,12 +16,13 @@ from modelplane_common import tolerant
 from modelplane_common.function import validation_summary
 from modelplane_common.plain import JSON
 from modelplane_common.semver import bad_version_attributes
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferenceclass import InferenceClass
 
-Cloud = Literal["GKE", "EKS"]
+Cloud = Literal["GKE", "EKS", "AKS"]
 
 
 def class_requirement(class_name: str) -> str:
@@ -122,7 +123,7 @@ def unavailable_pools(
             bad[pool.name] = f"InferenceClass {name} not resolved yet"
         elif name in classes.invalid:
             bad[pool.name] = f"InferenceClass {name} is invalid: {classes.invalid[name]}"
-    if source in ("GKE", "EKS"):
+    if source in ("GKE", "EKS", "AKS"):
         resolved = [p for p in pools if p.name not in bad]
         for pool, problem in zip(
             resolved, _pool_provisioning(resolved, classes.resolved, source), strict=True
@@ -153,7 +154,7 @@ def _pool_provisioning(
         spec = classes[pool.className].spec
         block = None
         if spec.provisioning is not None and spec.provisioning.provider == cloud:
-            block = spec.provisioning.gke if cloud == "GKE" else spec.provisioning.eks
+            block = getattr(spec.provisioning, cloud.lower())
         problems.append(
             ""
             if block is not None
@@ -222,4 +223,27 @@ def eks_pools(
         if (zones := _zones(pool)) is not None:
             fields["zones"] = zones
         out.append(eks.NodePool(**fields))
+    return out
+
+
+def aks_pools(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]
+) -> list[aks.NodePool]:
+    """AKSCluster ``spec.nodePools``: the VM size from the class, sizes from the pool."""
+    out = []
+    for pool in pools:
+        provisioning = classes[pool.className].spec.provisioning
+        block = provisioning.aks if provisioning else None
+        assert block is not None  # unavailable_pools holds back pools without one
+        fields: JSON = {
+            "name": pool.name,
+            "role": "GPU",
+            "vmSize": block.vmSize,
+            "diskSizeGb": block.diskSizeGb if block.diskSizeGb is not None else 128,
+            **_sizes(pool),
+            "gpu": aks.Gpu(acceleratorType=block.accelerator.type),
+        }
+        if (zones := _zones(pool)) is not None:
+            fields["zones"] = zones
+        out.append(aks.NodePool(**fields))
     return out

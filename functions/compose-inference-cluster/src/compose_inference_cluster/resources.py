@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from modelplane_common.naming import CLUSTER_LABEL, child_name
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
@@ -25,12 +26,15 @@ GKE_RWX_CLASS = "modelplane-rwx"
 # Composed-resource keys (spec C2).
 KEY_GKE = "gke-cluster"
 KEY_EKS = "eks-cluster"
+KEY_AKS = "aks-cluster"
 KEY_PROVIDER_CONFIG = "cluster-provider-config-kubernetes"
 KEY_SERVING_STACK = "serving-stack"
 KEY_STORAGE_CLASS = "storage-class-rwx"
 KEY_USAGE_REPLICAS = "usage-replicas"
 KEY_USAGE_GKE = "usage-gke-by-backend"
 KEY_USAGE_EKS = "usage-eks-by-backend"
+KEY_USAGE_AKS = "usage-aks-by-backend"
+USAGE_KEYS = {"GKECluster": KEY_USAGE_GKE, "EKSCluster": KEY_USAGE_EKS, "AKSCluster": KEY_USAGE_AKS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,17 @@ def eks_cluster(ic_name: str, spec: ic.Eks, pools: Sequence[eks.NodePool]) -> ek
         spec=eks.Spec(
             region=spec.region,
             kubernetesVersion=spec.kubernetesVersion or "1.36",
+            nodePools=list(pools),
+        ),
+    )
+
+
+def aks_cluster(ic_name: str, spec: ic.Aks, pools: Sequence[aks.NodePool]) -> aks.AKSCluster:
+    return aks.AKSCluster(
+        metadata={"name": ic_name, "namespace": NAMESPACE},
+        spec=aks.Spec(
+            location=spec.location,
+            kubernetesVersion=spec.kubernetesVersion or "1.35",
             nodePools=list(pools),
         ),
     )
@@ -158,9 +173,7 @@ def backend_usage(ic_name: str, cloud_kind: str) -> usage.Usage:
     """The cloud XR outlives the ServingStack, so its releases uninstall first (§4.8)."""
     return usage.Usage(
         metadata={
-            "name": child_name(
-                ic_name, KEY_USAGE_GKE if cloud_kind == "GKECluster" else KEY_USAGE_EKS
-            ),
+            "name": child_name(ic_name, USAGE_KEYS[cloud_kind]),
             "namespace": NAMESPACE,
         },
         spec=usage.Spec(

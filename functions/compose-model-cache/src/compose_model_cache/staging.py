@@ -18,6 +18,7 @@ DEFAULT_STORAGE_CLASS = "modelplane-rwx"
 SOURCE_STORAGE_CLASS = {
     "GKE": ("gke", DEFAULT_STORAGE_CLASS),
     "EKS": ("eks", "modelplane-rwx-efs"),
+    "AKS": ("aks", "azurefile-csi"),
     "Existing": ("existing", DEFAULT_STORAGE_CLASS),
 }
 

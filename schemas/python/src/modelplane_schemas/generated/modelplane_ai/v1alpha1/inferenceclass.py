@@ -25,6 +25,16 @@ class Gke(BaseModel):
     accelerator: Accelerator
 
 
+class Aks(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    vmSize: Annotated[str, Field(max_length=63, min_length=1)]
+    diskSizeGb: Annotated[int | None, Field(ge=30, le=2048)] = 128
+    accelerator: Accelerator
+
+
 class Eks(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -40,8 +50,9 @@ class Provisioning(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    provider: Literal["GKE", "EKS"]
+    provider: Literal["GKE", "EKS", "AKS"]
     gke: Gke | None = None
+    aks: Aks | None = None
     eks: Eks | None = None
 
 

@@ -73,15 +73,34 @@ class Eks(BaseModel):
     cache: Annotated[Cache2 | None, Field(validate_default=True)] = {}
 
 
+class Cache3(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    storageClassName: Annotated[str | None, Field(max_length=253, min_length=1)] = "azurefile-csi"
+
+
+class Aks(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    location: Annotated[str, Field(max_length=32, min_length=1)]
+    kubernetesVersion: Annotated[str | None, Field(max_length=16, min_length=1)] = "1.35"
+    cache: Annotated[Cache3 | None, Field(validate_default=True)] = {}
+
+
 class Cluster(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
-    source: Literal["GKE", "EKS", "Existing"]
+    source: Literal["GKE", "EKS", "AKS", "Existing"]
     existing: Existing | None = None
     gke: Gke | None = None
     eks: Eks | None = None
+    aks: Aks | None = None
 
 
 class Zone(RootModel[str]):

@@ -1,0 +1,1 @@
+"""compose-aks-cluster: the AKSCluster composition function."""
