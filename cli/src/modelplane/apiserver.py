@@ -272,6 +272,19 @@ class ClusterResolver:
         return None
 
 
+def _installed_chart_kinds(crd: JSON) -> set[ServedKind]:
+    """A CRD only named (an Observe-only Object's manifest) and found on the cluster: a
+    component the platform team installed (ServingStack ``spec.installed``). It stands for the
+    chart Modelplane would have installed: every kind a chart shipping that group ships."""
+    group = str(meta(crd).get("name", "")).partition(".")[2]
+    return {
+        (chart_group, ANY_VERSION, kind)
+        for shipped in CHART_CRDS.values()
+        if any(g == group for g, _ in shipped)
+        for chart_group, kind in shipped
+    }
+
+
 def discover(
     objects: Iterable[JSON], *, resolver: ClusterResolver | None = None
 ) -> dict[str, frozenset[ServedKind]]:
@@ -290,7 +303,8 @@ def discover(
             if isinstance(manifest, dict) and _is_crd(manifest) and _established(remote):
                 cluster = resolver.cluster_of(obj)
                 if cluster is not None:
-                    served.setdefault(cluster, set()).update(_crd_kinds(manifest))
+                    kinds = _crd_kinds(manifest) or _installed_chart_kinds(manifest)
+                    served.setdefault(cluster, set()).update(kinds)
         elif is_provider_object(obj, "Release") and condition_status(obj, "Ready") == "True":
             chart = str(lookup(obj, ".spec.forProvider.chart.name") or "")
             cluster = resolver.cluster_of(obj)

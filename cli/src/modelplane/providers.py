@@ -48,6 +48,8 @@ HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
 WORLD_DEPENDENT_KINDS = {"GatewayClass", "Gateway", "Service", "HTTPRoute", "GRPCRoute"}
 # Kinds nobody writes a status for (configuration, not things that run).
 _NO_STATUS_KINDS = {"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage"}
+# crossplane-runtime's message for an Observe-only resource whose external resource is absent.
+OBSERVED_NOT_FOUND = "external resource does not exist"
 _UNTOUCHED_GROUPS = {"apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io"}
 
 
@@ -63,6 +65,8 @@ class Override:
     match: Matcher
     status: JSON | None = None
     manifest_status: JSON | None = None
+    # For Observe-only Objects: the resource they read is absent from the remote cluster.
+    absent: bool = False
 
 
 def matching(
@@ -115,9 +119,14 @@ class ProviderSimulator:
         self.admission: Callable[[JSON, JSON], str | None] | None = None
 
     def inject(
-        self, match: Matcher, status: JSON | None = None, manifest_status: JSON | None = None
+        self,
+        match: Matcher,
+        status: JSON | None = None,
+        manifest_status: JSON | None = None,
+        *,
+        absent: bool = False,
     ) -> Override:
-        override = Override(match, status, manifest_status)
+        override = Override(match, status, manifest_status, absent)
         self.overrides.append(override)
         self.revision += 1
         return override
@@ -178,11 +187,13 @@ class ProviderSimulator:
                 ]
             }
             return updated
+        config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
+        if _observe_only(obj):
+            return self._observed_only(obj, manifest, config, overrides)
         refusal = self.admission(obj, manifest) if self.admission is not None else None
         if refusal:
             # Nothing is created remotely; Ready stays whatever was last observed.
             return _unreachable(obj, refusal)
-        config = str(lookup(obj, ".spec.providerConfigRef.name") or "default")
         remote = simulate_kubernetes(manifest, Site(config, remote=True, world=lambda _: []))
         remote = remote or copy.deepcopy(manifest)
         # kube-scheduler places pending pods only: pods already running keep the devices they
@@ -207,6 +218,33 @@ class ProviderSimulator:
         }
         return updated
 
+    def _observed_only(
+        self, obj: JSON, manifest: JSON, config: str, overrides: list[Override]
+    ) -> JSON:
+        """provider-kubernetes with ``managementPolicies: [Observe]``: it reads the resource and
+        never writes it, so nothing is admitted. The resource is taken to be there (someone
+        installed it) unless a scenario injects ``absent=True``: then, as crossplane-runtime
+        reports it, Synced=False and the last Ready and atProvider stay as they were."""
+        if any(o.absent for o in overrides):
+            return _unreachable(obj, f"observe failed: {OBSERVED_NOT_FOUND}")
+        remote = simulate_kubernetes(manifest, Site(config, remote=True, world=lambda _: []))
+        remote = remote or copy.deepcopy(manifest)
+        for override in overrides:
+            if override.manifest_status:
+                remote["status"] = deep_merge(remote.get("status") or {}, override.manifest_status)
+        ready = self._object_ready(obj, remote)
+        updated = copy.deepcopy(obj)
+        updated["status"] = {
+            "atProvider": {"manifest": remote},
+            "conditions": [
+                dict(READY_TRUE)
+                if ready
+                else {"type": "Ready", "status": "False", "reason": "Unavailable"},
+                dict(SYNCED_TRUE),
+            ],
+        }
+        return updated
+
     def _object_ready(self, obj: JSON, remote: JSON) -> bool:
         readiness = lookup(obj, ".spec.readiness") or {}
         policy = readiness.get("policy", "SuccessfulCreate")
@@ -227,6 +265,16 @@ class ProviderSimulator:
         except (cel.CelCompileError, cel.CelEvalError):
             return False  # a failing query means "not ready", as in provider-kubernetes
         return result is True
+
+
+def _observe_only(obj: JSON) -> bool:
+    """Whether the provider may only read this resource (no Create, Update or Delete)."""
+    policies = lookup(obj, ".spec.managementPolicies")
+    return (
+        isinstance(policies, list)
+        and set(policies) <= {"Observe", "LateInitialize"}
+        and ("Observe" in policies)
+    )
 
 
 def _running(obj: JSON, manifest: JSON) -> bool:

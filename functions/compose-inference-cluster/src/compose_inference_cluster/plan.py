@@ -16,7 +16,7 @@ from modelplane_common import tolerant
 from modelplane_common.function import Outcome, Selector, Severity, validation_summary
 from modelplane_common.managed import without_status
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
-from modelplane_common.observed import held, held_all, is_ready
+from modelplane_common.observed import condition, held, held_all, is_ready
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
@@ -235,9 +235,10 @@ def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: 
     outcome.compose(
         rs.KEY_PROVIDER_CONFIG, rs.cluster_provider_config(name, kubeconfig, identity), ready=True
     )
+    root = existing.nvidiaDriverRoot
     outcome.compose(
         rs.KEY_SERVING_STACK,
-        rs.serving_stack(name, secrets, None),
+        rs.serving_stack(name, secrets, root if root and root != "/" else None, existing.installed),
         ready=is_ready(observed.get(rs.KEY_SERVING_STACK)),
     )
     outcome.condition(CLUSTER_READY, True, "ClusterRunning")
@@ -403,7 +404,12 @@ def _compose_storage_class(
 
 
 def _backend_condition(outcome: Outcome, observed: Mapping[str, JSON], cluster_ready: bool) -> None:
-    if is_ready(observed.get(rs.KEY_SERVING_STACK)):
+    stack = observed.get(rs.KEY_SERVING_STACK)
+    missing = condition(stack, "StackReady") or {}
+    if missing.get("status") == "False" and missing.get("reason") == "ComponentMissing":
+        # A component the cluster should already run is not there (spec.cluster.existing).
+        outcome.condition(BACKEND_READY, False, "ComponentMissing", str(missing.get("message")))
+    elif is_ready(stack):
         outcome.condition(BACKEND_READY, True, "BackendHealthy")
     elif not cluster_ready:
         outcome.condition(BACKEND_READY, False, "WaitingForCluster", "the cluster is not ready")

@@ -107,9 +107,15 @@ def cluster_provider_config(
 
 
 def serving_stack(
-    ic_name: str, secrets: Sequence[ss.Secret], driver_root: str | None
+    ic_name: str,
+    secrets: Sequence[ss.Secret],
+    driver_root: str | None,
+    installed: ic.Installed | None = None,
 ) -> ss.ServingStack:
     spec = ss.Spec(secrets=list(secrets))
+    if installed is not None:
+        # Existing clusters: what the platform team runs already (the same names both sides).
+        spec.installed = ss.Installed.model_validate(installed.model_dump(exclude_none=True))
     if driver_root is not None:
         spec.nvidiaDriverRoot = driver_root
     if driver_root == GKE_DRIVER_ROOT:

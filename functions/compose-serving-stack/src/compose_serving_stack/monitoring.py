@@ -28,12 +28,12 @@ ENGINE_CONTAINER = "engine"
 METRICS_PATH = "/metrics"
 
 
-def engine_pod_monitor() -> JSON:
+def engine_pod_monitor(namespace: str = MONITOR_NAMESPACE) -> JSON:
     """The PodMonitor, with series labelled by replica (``modelplane_ai_serving``)."""
     monitor = pm.PodMonitor(
         metadata={
             "name": MONITOR_NAME,
-            "namespace": MONITOR_NAMESPACE,
+            "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "modelplane"},
         },
         spec=pm.Spec(

@@ -6,7 +6,7 @@ observed (C3) and, once composed, is never dropped because that gate closed agai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pydantic
 from modelplane_common import tolerant
@@ -17,10 +17,11 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
-from compose_serving_stack import gpu_driver, monitoring
+from compose_serving_stack import components, gpu_driver, monitoring
 from compose_serving_stack import resources as rs
 
 STACK_READY = "StackReady"
+COMPONENT_MISSING = "ComponentMissing"
 
 
 def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
@@ -40,32 +41,86 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
     kubernetes_config, helm_config = rs.provider_configs(name, namespace, kubeconfig, identity)
     outcome.compose(rs.KEY_PC_KUBERNETES, kubernetes_config, ready=True)
     outcome.compose(rs.KEY_PC_HELM, helm_config, ready=True)
-    if rs.KEY_PC_KUBERNETES in observed and rs.KEY_PC_HELM in observed:
-        _compose_remote(outcome, stack.spec, name, namespace, observed)
+    declared = _declared(stack.spec)
+    gate_open = rs.KEY_PC_KUBERNETES in observed and rs.KEY_PC_HELM in observed
+    if gate_open:
+        _compose_remote(outcome, stack.spec, name, namespace, observed, declared=declared)
     # Gate closed again (C3): whatever is already on the cluster stays.
     for key, body in observed.items():
+        if gate_open and key.startswith(components.KEY_PREFIX):
+            continue  # a component no longer declared: its Observe-only Object touches nothing
         if key not in outcome.resources:
             outcome.compose(key, _held(body), ready=is_ready(body) or key.startswith("usage-"))
 
     address = _gateway_address(observed.get(rs.KEY_GATEWAY))
     outcome.composite_status = {"gateway": {"address": address}} if address else {}
+    _missing_condition(outcome, xr, declared, observed)
     return outcome
 
 
-def _compose_remote(
-    outcome: Outcome, spec: ss.Spec, name: str, namespace: str, observed: Mapping[str, JSON]
+def _declared(spec: ss.Spec) -> tuple[components.Component, ...]:
+    declared = spec.installed
+    if declared is None:
+        return ()
+    return components.installed(declared.all, declared.components)
+
+
+def _missing_condition(
+    outcome: Outcome,
+    xr: JSON,
+    declared: tuple[components.Component, ...],
+    observed: Mapping[str, JSON],
 ) -> None:
+    """StackReady names every component declared installed that the cluster lacks."""
+    absent = components.missing(declared, observed)
+    if not absent:
+        outcome.condition(STACK_READY, True, "NothingMissing")
+        return
+    message = components.missing_message(absent)
+    outcome.condition(STACK_READY, False, COMPONENT_MISSING, message)
+    previous = next(
+        (c for c in tolerant.maps(xr, "status", "conditions") if c.get("type") == STACK_READY),
+        {},
+    )
+    if previous.get("message") != message:
+        outcome.event("Warning", message, reason=COMPONENT_MISSING)
+
+
+def _compose_remote(
+    outcome: Outcome,
+    spec: ss.Spec,
+    name: str,
+    namespace: str,
+    observed: Mapping[str, JSON],
+    *,
+    declared: tuple[components.Component, ...],
+) -> None:
+    theirs = {c.name for c in declared}
+    not_ours = {key for c in declared for key in c.releases}
     for key, chart, target, values in rs.release_specs(spec):
         body = rs.workload_release(name, namespace, key, chart, target=target, values=values)
-        outcome.compose(key, body, ready=is_ready(observed.get(key)))
+        if key in not_ours:
+            _hand_off(outcome, key, body, observed)
+        else:
+            outcome.compose(key, body, ready=is_ready(observed.get(key)))
 
     def obj(key: str, manifest: JSON, readiness: kobj.Readiness | None = None) -> None:
         body = rs.workload_object(name, namespace, key, manifest, readiness)
         outcome.compose(key, body, ready=is_ready(observed.get(key)))
 
+    def not_ours_obj(key: str, manifest: JSON) -> None:
+        _hand_off(outcome, key, rs.workload_object(name, namespace, key, manifest), observed)
+
+    for component in declared:
+        for proof in component.proofs:
+            seen = components.verdict(observed.get(proof.key))
+            body = rs.observe_object(name, namespace, proof.key, proof.manifest())
+            outcome.compose(proof.key, body, ready=seen == "present")
+
     for crd in rs.inference_extension_crds():
-        obj(rs.gaie_key(crd), crd)
-    obj(rs.KEY_QUOTA, rs.critical_pods_quota())
+        (not_ours_obj if "inferenceExtension" in theirs else obj)(rs.gaie_key(crd), crd)
+    # The quota serves the DRA driver's own namespace, which its Release creates.
+    (not_ours_obj if "nvidiaDraDriver" in theirs else obj)(rs.KEY_QUOTA, rs.critical_pods_quota())
     if spec.nvidiaDriverInstaller == "GKE":
         obj(gpu_driver.KEY_DRIVER_INSTALLER, gpu_driver.cos_driver_installer())
     obj(rs.KEY_GATEWAY_NAMESPACE, rs.gateway_namespace())
@@ -74,10 +129,7 @@ def _compose_remote(
     listeners = gateway.listeners or [ss.Listener(name="http", protocol="HTTP", port=80)]
     obj(rs.KEY_GATEWAY_CLASS, rs.gateway_class(class_name))
     obj(rs.KEY_GATEWAY, rs.gateway(class_name, listeners), rs.gateway_readiness())
-    # The PodMonitor's CRD and namespace come with kube-prometheus-stack: wait for its Release.
-    monitor = monitoring.KEY_ENGINE_MONITOR
-    if is_ready(observed.get(monitoring.KEY_PROMETHEUS)) or monitor in observed:
-        obj(monitor, monitoring.engine_pod_monitor())
+    _compose_pod_monitor(obj, observed, external="prometheus" in theirs)
 
     # Teardown order: Gateway -> GatewayClass -> Envoy Gateway (it clears the class finalizer).
     k8s, helm_api = rs.KUBERNETES_API, rs.HELM_API
@@ -89,6 +141,8 @@ def _compose_remote(
         ),
         ready=True,
     )  # fmt: skip
+    if rs.KEY_ENVOY_GATEWAY not in outcome.resources:
+        return  # nobody here to order: Envoy Gateway is the platform team's
     outcome.compose(
         rs.KEY_USAGE_ENVOY_BY_CLASS,
         rs.ordering_usage(
@@ -98,6 +152,37 @@ def _compose_remote(
         ),
         ready=True,
     )  # fmt: skip
+
+
+def _hand_off(outcome: Outcome, key: str, body: JSON, observed: Mapping[str, JSON]) -> None:
+    """A component now declared installed: never compose what installs it, and keep what this
+    stack installed earlier, Observe only (dropping it would uninstall the component)."""
+    if key in observed:
+        outcome.compose(key, components.hands_off(body), ready=True)
+
+
+def _compose_pod_monitor(
+    obj: Callable[[str, JSON], None], observed: Mapping[str, JSON], *, external: bool
+) -> None:
+    """The engines' PodMonitor, once its CRD and namespace exist.
+
+    With Modelplane's kube-prometheus-stack it goes in that release's namespace once the
+    Release is Ready; with the platform team's Prometheus, once the PodMonitor CRD is observed,
+    in modelplane-system (the stack's own namespace: the other one may not exist). A monitor
+    composed before keeps its namespace.
+    """
+    monitor = monitoring.KEY_ENGINE_MONITOR
+    previous = tolerant.text(
+        observed.get(monitor), "spec", "forProvider", "manifest", "metadata", "namespace"
+    )
+    if previous:
+        obj(monitor, monitoring.engine_pod_monitor(previous))
+    elif external:
+        proof = components.BY_NAME["prometheus"].proofs[0]
+        if components.verdict(observed.get(proof.key)) == "present":
+            obj(monitor, monitoring.engine_pod_monitor(rs.GATEWAY_NAMESPACE))
+    elif is_ready(observed.get(monitoring.KEY_PROMETHEUS)):
+        obj(monitor, monitoring.engine_pod_monitor())
 
 
 def _held(body: JSON) -> JSON:

@@ -224,6 +224,15 @@ def workload_object(
     )
 
 
+def observe_object(stack_name: str, namespace: str, key: str, manifest: JSON) -> kobj.Object:
+    """An Object that only reads ``manifest``'s resource (Observe): never creates, updates or
+    deletes it, on the stack's deletion neither. Ready once the resource is found."""
+    body = workload_object(stack_name, namespace, key, manifest)
+    body.spec.managementPolicies = ["Observe"]
+    body.spec.readiness = kobj.Readiness(policy="SuccessfulCreate")
+    return body
+
+
 def gaie_key(crd: JSON) -> str:
     return GAIE_KEY_PREFIX + crd["metadata"]["name"]
 

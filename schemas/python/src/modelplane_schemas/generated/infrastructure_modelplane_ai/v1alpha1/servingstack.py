@@ -16,6 +16,30 @@ class Secret(BaseModel):
     key: Annotated[str, Field(max_length=253, min_length=1)]
 
 
+class Installed(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    all: bool | None = None
+    components: Annotated[
+        list[
+            Literal[
+                "certManager",
+                "envoyGateway",
+                "aiGateway",
+                "prometheus",
+                "leaderWorkerSet",
+                "nodeFeatureDiscovery",
+                "nvidiaDraDriver",
+                "inferenceExtension",
+            ]
+        ]
+        | None,
+        Field(max_length=8),
+    ] = None
+
+
 class Versions(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -58,6 +82,7 @@ class Spec(BaseModel):
     )
     secrets: Annotated[list[Secret], Field(max_length=8, min_length=1)]
     nvidiaDriverRoot: Annotated[str | None, Field(max_length=512, min_length=1)] = "/"
+    installed: Installed | None = None
     nvidiaDriverInstaller: Literal["None", "GKE"] | None = "None"
     versions: Annotated[Versions | None, Field(validate_default=True)] = {}
     gateway: Annotated[Gateway | None, Field(validate_default=True)] = {}

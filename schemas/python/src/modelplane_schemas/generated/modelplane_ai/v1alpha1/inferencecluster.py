@@ -32,6 +32,30 @@ class Cache(BaseModel):
     storageClassName: Annotated[str | None, Field(max_length=253, min_length=1)] = "modelplane-rwx"
 
 
+class Installed(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    all: bool | None = None
+    components: Annotated[
+        list[
+            Literal[
+                "certManager",
+                "envoyGateway",
+                "aiGateway",
+                "prometheus",
+                "leaderWorkerSet",
+                "nodeFeatureDiscovery",
+                "nvidiaDraDriver",
+                "inferenceExtension",
+            ]
+        ]
+        | None,
+        Field(max_length=8),
+    ] = None
+
+
 class Existing(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -40,6 +64,8 @@ class Existing(BaseModel):
     secretRef: SecretRef
     identitySecretRef: IdentitySecretRef | None = None
     cache: Annotated[Cache | None, Field(validate_default=True)] = {}
+    installed: Installed | None = None
+    nvidiaDriverRoot: Annotated[str | None, Field(max_length=512, min_length=1)] = "/"
 
 
 class Gke(BaseModel):
