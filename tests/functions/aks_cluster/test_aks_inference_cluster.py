@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 from compose_inference_cluster.fn import InferenceClusterFunction
+from compose_model_cache import staging
 from modelplane.controlplane import session
 from modelplane.kube import condition_status
 from modelplane.validation import defaulted, validate_object
@@ -222,3 +223,11 @@ def test_simulated_aks_inference_cluster_converges_ready(tmp_path: Path):
         (pool,) = pools
         assert pool["spec"]["forProvider"]["gpuDriver"] == "Install"
         assert pool["spec"]["forProvider"]["vmSize"] == "Standard_NC24ads_A100_v4"
+
+
+def test_model_caches_on_an_aks_cluster_use_azure_files_unless_told_otherwise():
+    published = {**CLUSTER, "status": {"providerConfigRef": {"name": "pc"}}}
+    assert staging.storage_class(published) == "azurefile-csi"
+    custom = copy.deepcopy(published)
+    custom["spec"]["cluster"]["aks"]["cache"] = {"storageClassName": "azurefile-csi-premium"}
+    assert staging.storage_class(custom) == "azurefile-csi-premium"

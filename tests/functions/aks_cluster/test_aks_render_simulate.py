@@ -9,7 +9,10 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 from modelplane import repo
+from modelplane.controlplane import session
+from modelplane.kube import condition_status
 from modelplane.main import cli
+from modelplane.providers import matching
 
 EXAMPLE = repo.root() / "examples" / "cloud-clusters" / "akscluster.yaml"
 READY = {
@@ -108,3 +111,28 @@ def test_simulate_the_cloud_clusters_converges_the_aks_cluster_ready():
 def test_validate_accepts_the_example():
     result = CliRunner().invoke(cli, ["validate", str(EXAMPLE)])
     assert result.exit_code == 0, result.output
+
+
+def test_an_aks_outage_keeps_every_resource_and_recovers(tmp_path: Path):
+    """The AKS control plane turns not Ready: nothing is deleted or recreated, the XR says
+    what it waits for, and it is Ready again once Azure answers."""
+    (tmp_path / "aks.yaml").write_text(EXAMPLE.read_text())
+    with session(tmp_path) as plane:
+        assert plane.run(max_rounds=20).converged
+        (cluster,) = plane.list(kind="KubernetesCluster", namespace="modelplane-system")
+        before = {o["metadata"]["uid"] for o in plane.list(namespace="modelplane-system")}
+        outage = plane.providers.inject(
+            matching(kind="KubernetesCluster", name=cluster["metadata"]["name"]),
+            status={"conditions": [{"type": "Ready", "status": "False", "reason": "Unavailable"}]},
+        )
+        assert plane.run(max_rounds=20).converged
+        xr = plane.find("AKSCluster", "aks-east-us", "modelplane-system")
+        assert condition(xr, "ClusterReady")["reason"] == "Provisioning"
+        assert "cluster" in condition(xr, "ClusterReady")["message"]
+        assert condition_status(xr, "Ready") == "False"
+        assert {o["metadata"]["uid"] for o in plane.list(namespace="modelplane-system")} >= before
+
+        plane.providers.clear(outage)
+        assert plane.run(max_rounds=20).converged
+        xr = plane.find("AKSCluster", "aks-east-us", "modelplane-system")
+        assert condition_status(xr, "Ready") == "True"
