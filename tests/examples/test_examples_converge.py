@@ -268,7 +268,8 @@ def test_quickstart_third_replica_does_not_fit_and_says_why(simulated):
         "False",
         "InsufficientCapacity",
         "2 of 3 replicas scheduled; 0/1 clusters available for the rest: "
-        '1 insufficient free nodes (need 1, pool "l4" has 0)',
+        '1 insufficient free devices (needs 1 GPU on one node; pool "l4" has none free on any '
+        "node)",
     )
     assert len(plane.list(kind="ModelReplica")) == 2  # the serving ones stay
 

@@ -105,7 +105,8 @@ def test_scale_up_past_capacity_then_down_moves_only_what_it_must(fleet: Control
     # D6: a partial shortfall is InsufficientCapacity, with the reason per cluster.
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message.startswith(
-        "4 of 5 replicas scheduled; 0/3 clusters available for the rest: 3 insufficient free nodes"
+        "4 of 5 replicas scheduled; 0/3 clusters available for the rest: "
+        "3 insufficient free devices"
     ), message
     assert conditions(qwen)["ReplicasReady"] == ("False", "ModelStarting", "4 of 5 ready")
     assert condition_status(qwen, "Ready") == "False"

@@ -229,12 +229,13 @@ def test_no_execute_with_nowhere_to_go_keeps_serving_and_says_why(tmp_path):
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message == (
         "1 of 2 replicas scheduled; 0/2 clusters available for the rest: "
-        '1 insufficient free nodes (need 1, pool "l4" has 0), '
+        '1 insufficient free devices (needs 1 GPU on one node; pool "l4" has none free on any '
+        "node), "
         "1 untolerated taint modelplane.ai/maintenance; kept serving, no other cluster fits: "
         f"{WEST} on lab-west (taint modelplane.ai/maintenance:NoExecute)"
     )
     annotations = composed["replica-lab-west-0"]["metadata"]["annotations"]
-    assert annotations["modelplane.ai/drain-blocked"].startswith("1 insufficient free nodes")
+    assert annotations["modelplane.ai/drain-blocked"].startswith("1 insufficient free devices")
     assert conditions["ReplicasReady"] == ("True", "AllReplicasReady", "2 of 2 ready")
 
 

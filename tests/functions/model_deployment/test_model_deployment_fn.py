@@ -283,7 +283,8 @@ def test_partial_shortfall_is_insufficient_capacity_and_not_ready():
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message == (
         "1 of 2 replicas scheduled; 0/1 clusters available for the rest: "
-        '1 insufficient free nodes (need 1, pool "p" has 0)'
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node)"
     )
     assert conditions(rsp)["ReplicasReady"] == ("False", "ModelStarting", "1 of 2 ready")
     assert results(rsp) == [("SEVERITY_WARNING", message)]

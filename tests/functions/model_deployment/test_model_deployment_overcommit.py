@@ -16,11 +16,12 @@ from modelplane_common.testing import (
     results,
 )
 
-OVERCOMMITTED_A = 'over-committed: a pool "p" needs 3 nodes, has 1'
+OVERCOMMITTED_A = 'over-committed: a pool "p" needs 3 devices, has 1'
 
 
 def _fleet(nodes_on_a: int) -> tuple[dict, list[dict], list[dict]]:
-    """Two of ours and one of another deployment's single-node replicas on a/p; b has room."""
+    """Two of ours and one of another deployment's one-GPU replicas on a/p (one GPU per node);
+    b has room."""
     deployment = f.spec(2)
     ours = [f.replica(deployment, "a", 0, ready=True), f.replica(deployment, "a", 1)]
     other = f.replica(f.spec(), "a", 0, deployment_name="other")
@@ -58,8 +59,8 @@ def test_many_overcommitted_pools_give_a_bounded_stable_message():
     result = f.run(deployment, clusters, replicas)
     assert len(result.placements) == 8
     message = scheduler.overcommit_message(result)
-    assert message.startswith('over-committed: c0 pool "p" needs 1 nodes, has 0, c1 pool')
-    assert message.endswith('c5 pool "p" needs 1 nodes, has 0, 2 more pools')
+    assert message.startswith('over-committed: c0 pool "p" needs 1 device, has 0, c1 pool')
+    assert message.endswith('c5 pool "p" needs 1 device, has 0, 2 more pools')
     assert message == scheduler.overcommit_message(f.run(deployment, clusters[::-1], replicas))
 
 

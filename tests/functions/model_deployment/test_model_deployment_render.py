@@ -97,18 +97,27 @@ def test_gang_lands_whole_on_the_infiniband_pool():
 
 def test_more_replicas_than_the_fleet_holds_says_why(tmp_path):
     xr = yaml.safe_load((DEMO / "qwen3-8b.yaml").read_text())
-    xr["spec"]["replicas"] = 6  # three L4 nodes and two H100 nodes fit five
+    # Four GPUs per replica: only h100-ib (two nodes of 8) has them, and it holds four such
+    # replicas, two per node (D11; counted in whole nodes it held two).
+    xr["spec"]["replicas"] = 6
+    xr["spec"]["engines"][0]["members"][0]["nodeSelector"]["devices"][0]["count"] = 4
     path = tmp_path / "qwen3-8b-6.yaml"
     path.write_text(yaml.safe_dump(xr))
     composite, composed, results = _render(str(path))
-    assert len(composed) == 5
-    assert composite["status"]["replicas"] == {"total": 5, "ready": 0}
+    assert sorted(composed) == [f"replica-lab-west-{i}" for i in range(4)]
+    for replica in composed.values():
+        (member,) = replica["spec"]["engines"][0]["members"]
+        assert member["nodePoolName"] == "h100-ib"
+        assert [r["count"] for r in member["deviceRequests"]] == [4]
+    assert composite["status"]["replicas"] == {"total": 4, "ready": 0}
     status, reason, message = _conditions(composite)["ReplicasScheduled"]
     assert (status, reason) == ("False", "InsufficientCapacity")
     assert message == (
-        "5 of 6 replicas scheduled; 0/2 clusters available for the rest: "
-        # One group (they differ only in pool and numbers); the actionable hint is counted.
-        "2 insufficient free nodes (1 fits after it scales up)"
+        "4 of 6 replicas scheduled; 0/2 clusters available for the rest: "
+        '1 insufficient free devices (needs 4 GPUs on one node; pool "h100-ib" has none free on '
+        "any node; fits after it scales up), "
+        '1 no pool matches engine "main" (pool "l4" has 1 matching device per node, request '
+        '"gpu" needs 4)'
     )
     assert _conditions(composite)["ReplicasReady"] == ("False", "ModelStarting", "0 of 6 ready")
     assert [r["severity"] for r in results] == ["Warning", "Normal"]

@@ -45,7 +45,9 @@ def test_s3_ineligible_cluster(kwargs, reason):
 def test_s4_gang_larger_than_the_pool():
     result = f.run(f.spec(1, f.gang(nodes=3)), [f.cluster("a", f.pool("p", 2))])
     assert result.placements == []
-    assert 'insufficient free nodes (need 4, pool "p" has 2)' in result.shortfall
+    assert result.shortfall == (
+        '1 insufficient free devices (needs 1 GPU on each of 3 nodes; pool "p" has 2 nodes)'
+    )
 
 
 def test_s5_sticky():
@@ -248,7 +250,10 @@ def test_s30_trial_ledger_prevents_double_booking():
     )
     result = f.run(deployment, [f.cluster("a", f.pool("p", 4))])
     assert result.placements == []
-    assert 'insufficient free nodes (need 2, pool "p" has 1)' in result.shortfall
+    assert result.shortfall == (
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node after the replica's other pods)"
+    )
 
 
 def test_s31_duplicate_identity_first_name_wins():
@@ -290,7 +295,8 @@ def test_shortfall_names_each_clusters_reason():
     result = f.run(deployment, _mixed_fleet())
     assert scheduler.scheduled_message(result, 1) == (
         "0 of 1 replicas scheduled (checked 5 clusters); 0/5 clusters available: "
-        '2 insufficient free nodes (need 2, pool "h100" has 1), 2 not Ready, '
+        '2 insufficient free devices (needs 1 GPU on one node; pool "h100" has none free on any '
+        "node after the replica's other pods), 2 not Ready, "
         '1 no pool matches engine "main" member Worker (pool "l4": request "gpu" selector 0 '
         'matches no device (attribute gpu.nvidia.com/architecture is "Ada"))'
     )
@@ -302,7 +308,8 @@ def test_partial_shortfall_reports_the_rest():
     assert f.where(result) == ["a/0"]
     assert scheduler.scheduled_message(result, 3) == (
         "1 of 3 replicas scheduled; 0/2 clusters available for the rest: "
-        '1 insufficient free nodes (need 1, pool "p" has 0), 1 not Ready'
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node), 1 not Ready"
     )
 
 
@@ -310,7 +317,8 @@ def test_headroom_is_named_when_the_pool_could_scale_up():
     fleet = [f.cluster("a", f.pool("p", 1, maxNodes=4))]
     result = f.run(f.spec(1, f.gang(nodes=1)), fleet)
     assert result.shortfall == (
-        '1 insufficient free nodes (need 2, pool "p" has 1; fits after it scales up)'
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node after the replica's other pods; fits after it scales up)"
     )
 
 
@@ -331,7 +339,7 @@ def test_message_is_bounded_for_a_large_fleet():
     message = scheduler.scheduled_message(result, 1)
     assert len(message) <= scheduler.MAX_MESSAGE_LENGTH
     # 300 reasons differing only in pool name are one group, without details.
-    assert message.endswith("0/300 clusters available: 300 insufficient free nodes")
+    assert message.endswith("0/300 clusters available: 300 insufficient free devices")
 
 
 def test_more_kinds_than_shown_are_summed_up():

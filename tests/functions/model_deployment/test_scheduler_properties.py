@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import md_fleet as f
 from compose_model_deployment import devices, names, scheduler
 from compose_model_deployment.fn import ModelDeploymentFunction
@@ -188,80 +186,14 @@ def _run(deployment, clusters, replicas):
     return f.run(deployment, clusters, replicas)
 
 
-def _charges(replica_body):
+def _claimed_pools(replica_body):
+    """The pools a replica's members claim devices on."""
     parsed = scheduler.parse_replica(replica_body)
-    return list(parsed.charges()) if parsed else []
+    return [claim.pool for claim in parsed.claims()] if parsed else []
 
 
-@st.composite
-def contended_scenarios(draw):
-    """Every cluster eligible and every pool matching every selector, with other deployments'
-    replicas on those pools: new placements always compete for nodes with theirs."""
-    deployment = draw(deployments())
-    clusters = []
-    for name in draw(st.lists(st.sampled_from(CLUSTER_NAMES), unique=True, min_size=1, max_size=3)):
-        pool_names = draw(
-            st.lists(st.sampled_from(POOL_NAMES), unique=True, min_size=1, max_size=2)
-        )
-        pools_ = [f.pool(p, draw(st.integers(0, 4)), DEVICES[1], DEVICES[4]) for p in pool_names]
-        clusters.append(f.cluster(name, *pools_))
-    published = [
-        (c["metadata"]["name"], p["name"]) for c in clusters for p in c["status"]["gpuPools"]
-    ]
-    others = []
-    for i in range(draw(st.integers(1, 6))):
-        where, pool = draw(st.sampled_from(published))
-        other = f.spec(1, draw(engines("main")))
-        others.append(f.replica(other, where, 0, pools=pool, deployment_name=f"other-{i}"))
-    return deployment, clusters, [], others
-
-
-def _assert_no_overcommit(scenario) -> None:
-    deployment, clusters, ours, others = scenario
-    result = _run(deployment, clusters, ours + others)
-    parsed = scheduler.parse_deployment("m", f.NAMESPACE, deployment)
-    by_name = {r["metadata"]["name"]: r for r in ours}
-    used: Counter = Counter()
-    new_pools = set()
-    for replica in others:
-        for pool, nodes in _charges(replica):
-            used[(replica["spec"]["clusterName"], pool)] += nodes
-    for placement in result.placements:
-        observed = by_name.get(placement.name)
-        pins = [e.pool for e in placement.engines]
-        old_pins = (
-            [e["members"][0]["nodePoolName"] for e in observed["spec"]["engines"]]
-            if observed
-            else None
-        )
-        if placement.frozen or (placement.observed is not None and pins == old_pins):
-            for pool, nodes in _charges(observed):
-                used[(placement.cluster, pool)] += nodes
-            continue
-        for engine, placed in zip(parsed.engines, placement.engines, strict=True):
-            new_pools.add((placement.cluster, placed.pool))
-            for member, resolved in zip(engine.members, placed.resolved, strict=True):
-                if resolved:
-                    used[(placement.cluster, placed.pool)] += member.pods * engine.copies
-    nodes = {}
-    for cluster in clusters:
-        for entry in cluster["status"].get("gpuPools") or []:
-            if isinstance(entry.get("devices"), list):
-                nodes[(cluster["metadata"]["name"], entry["name"])] = entry["nodes"]
-    for key in new_pools:
-        assert used[key] <= nodes[key], (key, used[key], nodes[key])
-
-
-@SETTINGS
-@given(scenarios())
-def test_new_placements_never_overcommit_a_pool(scenario):
-    _assert_no_overcommit(scenario)
-
-
-@SETTINGS
-@given(contended_scenarios())
-def test_new_placements_never_overcommit_a_pool_shared_with_other_deployments(scenario):
-    _assert_no_overcommit(scenario)
+# Device-level capacity (no node overcommitted, placements that fit node by node) is checked
+# by test_capacity_properties.py with the test's own node-by-node accounting.
 
 
 def _survives(deployment, clusters_by_name, replica) -> bool:
@@ -344,7 +276,7 @@ def test_scenarios_reach_placements_kept_replicas_and_shortfalls():
     def competes(scenario) -> bool:
         """A new placement lands on a pool another deployment's replica is charged to."""
         others = scenario[3]
-        taken = {(r["spec"]["clusterName"], pool) for r in others for pool, _ in _charges(r)}
+        taken = {(r["spec"]["clusterName"], pool) for r in others for pool in _claimed_pools(r)}
         return any(
             p.observed is None and (p.cluster, e.pool) in taken
             for p in schedule(scenario).placements

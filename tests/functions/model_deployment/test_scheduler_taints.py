@@ -114,7 +114,7 @@ def test_no_execute_with_nowhere_to_go_keeps_serving_and_says_why():
     assert old.stuck and old.draining
     assert scheduler.scheduled_message(result, 1) == (
         "0 of 1 replicas scheduled (checked 2 clusters); 0/2 clusters available: "
-        '1 insufficient free nodes (need 1, pool "p" has 0), '
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has no nodes), '
         "1 untolerated taint modelplane.ai/maintenance; kept serving, no other cluster fits: "
         f"{A0} on a (taint modelplane.ai/maintenance:NoExecute)"
     )
@@ -214,7 +214,7 @@ def test_reasons_are_counted_by_kind_with_details_only_when_shared():
     result = f.run(deployment, fleet)
     assert scheduler.scheduled_message(result, 3) == (
         "1 of 3 replicas scheduled; 0/4 clusters available for the rest: "
-        "3 insufficient free nodes, 1 not Ready"
+        "3 insufficient free devices, 1 not Ready"
     )
 
 
@@ -222,10 +222,14 @@ def test_scale_up_hint_only_when_every_engine_fits_at_maximum_sizes():
     two = f.spec(1, f.standalone("a", f.GPU_SELECTOR, copies=2), f.standalone("b", f.GPU_SELECTOR))
     # Engine a fits p at its maximum, but then engine b has nothing left: no hint.
     tight = [f.cluster("c", f.pool("p", 1, maxNodes=2))]
-    assert f.run(two, tight).shortfall == ('1 insufficient free nodes (need 2, pool "p" has 1)')
+    assert f.run(two, tight).shortfall == (
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node after the replica's other pods)"
+    )
     roomy = [f.cluster("c", f.pool("p", 1, maxNodes=3))]
     assert f.run(two, roomy).shortfall == (
-        '1 insufficient free nodes (need 2, pool "p" has 1; fits after it scales up)'
+        '1 insufficient free devices (needs 1 GPU on one node; pool "p" has none free on any '
+        "node after the replica's other pods; fits after it scales up)"
     )
 
 

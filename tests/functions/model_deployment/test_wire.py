@@ -52,11 +52,21 @@ def test_replicas_keep_ours_whole_and_what_the_ledger_reads_of_others():
     assert read[0] == ours
     for full, summary in zip([theirs, same_name_elsewhere], read[1:], strict=True):
         assert summary["metadata"] == full["metadata"]
-        assert list(scheduler.parse_replica(summary).charges()) == list(
-            scheduler.parse_replica(full).charges()
+        assert list(scheduler.parse_replica(summary).claims()) == list(
+            scheduler.parse_replica(full).claims()
         )
         assert "template" not in str(summary)
-    assert list(scheduler.parse_replica(read[1]).charges()) == [("x", 6), ("y", 1)]
+    # What each pod of a claiming member takes (D11): the devices, per pool and gang.
+    claims = [
+        (c.pool, c.copies, c.pods, c.worker, [(r.device_class, r.count) for r in c.requests])
+        for c in scheduler.parse_replica(read[1]).claims()
+    ]
+    assert claims == [
+        ("x", 2, 3, True, [("gpu.nvidia.com", 1)]),
+        ("y", 1, 1, False, [("gpu.nvidia.com", 1)]),
+    ]
+    (request_,) = read[1]["spec"]["engines"][0]["members"][1]["deviceRequests"]
+    assert request_["selectors"] == [{"cel": f.GPU_SELECTOR}]
 
 
 def test_clusters_keep_metadata_and_status():

@@ -53,6 +53,7 @@ class Resolved:
 
 @dataclasses.dataclass(frozen=True)
 class PoolDevice:
+    name: str  # as published (``gpu``): what explanations count
     claim: str  # "DRA" or "Synthetic"
     device_class: str
     count: int
@@ -74,6 +75,17 @@ class Pool:
     def unreadable(self) -> list[str]:
         """Why devices of this pool can match no selector (e.g. a version that is not semver)."""
         return [d.cel.error for d in self.devices if d.cel.value is None and d.cel.error]
+
+    @property
+    def per_node(self) -> tuple[int, ...]:
+        """What one node offers, per device (published order): claimable devices only, as a
+        Synthetic device is matched for scheduling but never claimed (D11)."""
+        return tuple(d.count if d.claim != "Synthetic" else 0 for d in self.devices)
+
+
+# What one pod of a member takes on its node: (device index in the pool, count) pairs, by
+# index, each index once. Empty: the pod claims nothing and costs nothing.
+Demand = tuple[tuple[int, int], ...]
 
 
 def _count(value: Any) -> int:
@@ -142,7 +154,10 @@ def _parse_pool(raw: Any, key: str) -> Pool:
             isinstance(device.get("attributes"), dict) and isinstance(device.get("capacity"), dict)
         )
         count = _count(device.get("count"))
-        devices.append(PoolDevice(claim, device_class or "", count, cel, incomplete, count_unknown))
+        name = device.get("name") if isinstance(device.get("name"), str) else ""
+        devices.append(
+            PoolDevice(name, claim, device_class or "", count, cel, incomplete, count_unknown)
+        )
     max_nodes = raw.get("maxNodes")
     return Pool(
         name=raw["name"],
@@ -184,7 +199,7 @@ def compile_requests(requests: tuple[Request, ...] | None) -> list[tuple[int, in
     return failures
 
 
-_matches: dict[tuple[Any, Any], tuple[Resolved, ...] | None] = {}
+_matches: dict[tuple[Any, Any, bool], tuple[tuple[Resolved, ...], Demand] | None] = {}
 
 
 def match_member(
@@ -197,8 +212,22 @@ def match_member(
     tell "does not fit" from "cannot be judged"). Selectors must have been compiled
     (compile_requests) first.
     """
+    found = _matched(requests, pool, unreadable_matches)
+    return None if found is None else found[0]
+
+
+def member_demand(requests: tuple[Request, ...] | None, pool: Pool) -> Demand | None:
+    """What each pod of the member takes on its node of ``pool`` (the devices ``match_member``
+    resolved its DRA requests to), or None when the pool does not match."""
+    found = _matched(requests, pool, False)
+    return None if found is None else found[1]
+
+
+def _matched(
+    requests: tuple[Request, ...] | None, pool: Pool, unreadable_matches: bool
+) -> tuple[tuple[Resolved, ...], Demand] | None:
     if requests is None:
-        return ()
+        return (), ()
     key = (requests, pool.signature, unreadable_matches)
     if key in _matches:
         return _matches[key]
@@ -209,15 +238,20 @@ def match_member(
     return result
 
 
+def _demand(taken: dict[int, int]) -> Demand:
+    return tuple(sorted((i, n) for i, n in taken.items() if n > 0))
+
+
 def _match(
     requests: tuple[Request, ...], pool: Pool, unreadable_matches: bool
-) -> tuple[Resolved, ...] | None:
+) -> tuple[tuple[Resolved, ...], Demand] | None:
     # Optimistically (``unreadable_matches``) an incomplete device may have any count.
     remaining = [
         _MAX_DEVICE_COUNT if unreadable_matches and device.count_unknown else device.count
         for device in pool.devices
     ]
     resolved = []
+    taken: dict[int, int] = {}
     for request in requests:
         selectors = [dracel.compile_selector(s) for s in request.selectors]
         for i, device in enumerate(pool.devices):
@@ -233,6 +267,7 @@ def _match(
             if fits:
                 remaining[i] -= request.count
                 if device.claim != "Synthetic":
+                    taken[i] = taken.get(i, 0) + request.count
                     resolved.append(
                         Resolved(
                             request.name, device.device_class, request.count, request.selectors
@@ -241,4 +276,84 @@ def _match(
                 break
         else:
             return None
-    return tuple(resolved)
+    return tuple(resolved), _demand(taken)
+
+
+_claims: dict[tuple[Any, Any], Demand] = {}
+
+
+def claimed_demand(device_requests: tuple[Resolved, ...], pool: Pool) -> Demand:
+    """What a pod of an existing replica's member takes on its node, from the
+    ``deviceRequests`` it was composed with: each takes the first claimable device of its
+    ``deviceClassName`` with enough left that satisfies its selectors (as when it was placed),
+    or, when none does now (selectors that no longer compile or match), the first of that
+    class with enough left. A request no device of the pool can take is not charged: the pool
+    no longer offers that device (the retain phase judges our own replicas for that)."""
+    key = (device_requests, pool.signature)
+    found = _claims.get(key)
+    if found is None:
+        found = _claim(device_requests, pool)
+        if len(_claims) >= _MAX_CACHE:
+            _claims.clear()
+        _claims[key] = found
+    return found
+
+
+def _claim(device_requests: tuple[Resolved, ...], pool: Pool) -> Demand:
+    remaining = [device.count for device in pool.devices]
+    taken: dict[int, int] = {}
+    for request in device_requests:
+        same_class = [
+            i
+            for i, device in enumerate(pool.devices)
+            if device.claim != "Synthetic" and device.device_class == request.device_class
+        ]
+        chosen = next(
+            (
+                i
+                for i in same_class
+                if remaining[i] >= request.count and _satisfies(request.selectors, pool.devices[i])
+            ),
+            None,
+        )
+        if chosen is None:
+            chosen = next((i for i in same_class if remaining[i] >= request.count), None)
+        if chosen is not None:
+            remaining[chosen] -= request.count
+            taken[chosen] = taken.get(chosen, 0) + request.count
+    return _demand(taken)
+
+
+def _satisfies(selectors: tuple[str, ...], device: PoolDevice) -> bool:
+    try:
+        compiled = [dracel.compile_selector(s) for s in selectors]
+    except dracel.SelectorCompileError:
+        return False
+    return all(dracel.matches(selector, device.cel) for selector in compiled)
+
+
+def parse_claims(raw: Any) -> tuple[Resolved, ...]:
+    """A composed member's ``deviceRequests``, tolerantly: what cannot be read is skipped, a
+    missing or unreadable count reads as 1 (the schema's default)."""
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        count = item.get("count")
+        valid = isinstance(count, int) and not isinstance(count, bool) and count > 0
+        selectors = item.get("selectors")
+        out.append(
+            Resolved(
+                name=str(item.get("name") or ""),
+                device_class=str(item.get("deviceClassName") or ""),
+                count=count if valid else 1,
+                selectors=tuple(
+                    s["cel"]
+                    for s in (selectors if isinstance(selectors, list) else [])
+                    if isinstance(s, dict) and isinstance(s.get("cel"), str)
+                ),
+            )
+        )
+    return tuple(out)

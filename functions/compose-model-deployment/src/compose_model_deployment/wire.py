@@ -3,9 +3,9 @@
 ``Request.required`` turns every object into a dict with ``json_format``; for a fleet (hundreds
 of clusters, thousands of replicas with their pod templates) that decode alone costs more than
 the whole schedule. The scheduler needs little of it: a cluster's metadata and status, and of
-other deployments' replicas only identity, pins and sizes. So this module converts Struct
-values directly, skips what is never read, and fully decodes only our own replicas (which may
-be re-emitted verbatim).
+other deployments' replicas only identity, pins, sizes and the devices they claim. So this
+module converts Struct values directly, skips what is never read, and fully decodes only our
+own replicas (which may be re-emitted verbatim).
 """
 
 from __future__ import annotations
@@ -97,15 +97,26 @@ def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]]
     return out
 
 
+_CLAIM_FIELDS = ("name", "deviceClassName", "count", "selectors")
+
+
+def _claim(request: Any) -> Any:
+    if request.WhichOneof("kind") != "struct_value":
+        return None
+    fields = request.struct_value.fields
+    return {k: plain(fields[k]) for k in _CLAIM_FIELDS if k in fields}
+
+
 def _member_summary(member: Any) -> Any:
     if member.WhichOneof("kind") != "struct_value":
         return None
     fields = member.struct_value.fields
     out = {k: plain(fields[k]) for k in ("role", "nodePoolName", "worker") if k in fields}
     requests = fields.get("deviceRequests")
-    # Only whether the member claims matters for charging; the requests themselves never do.
+    # The requests say which devices each pod takes on its node (D11): class, count and the
+    # selectors that pick the device; nothing else of them is read.
     if requests is not None and requests.WhichOneof("kind") == "list_value":
-        out["deviceRequests"] = [True] * len(requests.list_value.values)
+        out["deviceRequests"] = [_claim(r) for r in requests.list_value.values]
     return out
 
 
