@@ -231,3 +231,23 @@ def test_model_caches_on_an_aks_cluster_use_azure_files_unless_told_otherwise():
     custom = copy.deepcopy(published)
     custom["spec"]["cluster"]["aks"]["cache"] = {"storageClassName": "azurefile-csi-premium"}
     assert staging.storage_class(custom) == "azurefile-csi-premium"
+
+
+def test_an_aks_cluster_whose_status_is_lost_keeps_provider_config_stack_and_usage():
+    """After a restore the AKSCluster's status (its secrets, its Ready) may be gone for a
+    while: the provider config, serving stack and usage stay exactly as they were."""
+    aks = desired_resources(run(CLUSTER))["aks-cluster"]
+    observed = {"aks-cluster": observe(aks, aks_ready())}
+    for key, body in desired_resources(run(CLUSTER, observed)).items():
+        if key not in observed:
+            observed[key] = observe(body, ready_status())
+    observed["aks-cluster"].pop("status")
+    rsp = run(CLUSTER, observed)
+    desired = desired_resources(rsp)
+    assert set(desired) == set(observed)
+    for key in ("cluster-provider-config-kubernetes", "serving-stack", "usage-aks-by-backend"):
+        assert desired[key]["spec"] == observed[key]["spec"], key
+    assert conditions(rsp)["ClusterReady"][:2] == ("False", "Provisioning")
+    assert desired_status(rsp)["providerConfigRef"]["name"] == child_name(
+        NAME, "cluster-kubeconfig"
+    )
