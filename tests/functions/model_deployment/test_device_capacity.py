@@ -161,3 +161,49 @@ def test_the_function_keeps_counting_after_its_own_placements():
     assert composed(second) == placed
     assert "over-committed" not in conditions(second)["ReplicasReady"][2]
     assert replica_name("m", "a", 0) == placed["replica-a-0"]["metadata"]["name"]
+
+
+def _gpu_and_nic(gpus: int, nics: int) -> dict:
+    devices = []
+    if gpus:
+        devices.append({"name": "gpu", "count": gpus, "selectors": [{"cel": f.GPU_SELECTOR}]})
+    if nics:
+        devices.append({"name": "nic", "count": nics, "selectors": [{"cel": f.NIC_SELECTOR}]})
+    engine = f.standalone()
+    engine["members"][0]["nodeSelector"] = {"devices": devices}
+    return f.spec(1, engine)
+
+
+def _other(name: str, gpus: int, nics: int) -> dict:
+    body = f.replica(_gpu_and_nic(gpus, nics), "a", 0, name=name, deployment_name=name)
+    for request in body["spec"]["engines"][0]["members"][0]["deviceRequests"]:
+        request["deviceClassName"] = f"{request['name']}.nvidia.com"
+    return body
+
+
+def test_a_pod_needs_every_device_it_claims_on_the_same_node():
+    """Node 0 keeps 7 GPUs but no NIC, node 1 a NIC but no GPU: a pod claiming one of each
+    fits neither, though the pool has both free."""
+    cluster = f.cluster("a", f.pool("p", 2, f.gpu(count=8), f.nic("DRA", count=1)))
+    others = [_other("o-a", gpus=1, nics=1), _other("o-b", gpus=8, nics=0)]
+    rsp = call(_gpu_and_nic(1, 1), [cluster], others)
+    assert composed(rsp) == {}
+    assert conditions(rsp)["ReplicasScheduled"][2].endswith(
+        '1 insufficient free devices (needs 1 GPU and 1 NIC on one node; pool "p" has no node '
+        "with all of them free)"
+    )
+    # Without o-a, node 1 has both free and the pod fits.
+    assert sorted(composed(call(_gpu_and_nic(1, 1), [cluster], others[1:]))) == ["replica-a-0"]
+
+
+def test_a_pool_whose_replicas_no_longer_pack_is_overcommitted_though_its_total_fits():
+    """Three 5-GPU replicas on two 8-GPU nodes: 15 of 16 GPUs, but no node holds two."""
+    deployment = f.spec(3, f.standalone(count=5))
+    ours = [f.replica(deployment, "a", i, pools=H100) for i in range(3)]
+    observed = {f"replica-a-{i}": observe(r) for i, r in enumerate(ours)}
+    rsp = call(deployment, [h100_cluster(nodes=2)], ours, observed=observed)
+    assert sorted(composed(rsp)) == [f"replica-a-{i}" for i in range(3)]
+    assert conditions(rsp)["ReplicasReady"][2] == (
+        '0 of 3 ready; over-committed: a pool "h100" needs 15 devices, has 16 but not on the '
+        "same nodes"
+    )
