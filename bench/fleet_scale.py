@@ -1,0 +1,255 @@
+"""The fleet-reading functions as deployed, at fleet scale: request size, fetches, call time.
+
+Each function is started with its console script and default flags, as Crossplane runs it
+(``compose-x --insecure --address 127.0.0.1:PORT``: gRPC's 4 MiB receive limit), and called
+over real gRPC by a client with gRPC's default limits. Its requirements are resolved the way
+Crossplane's FetchingFunctionRunner resolves them (``modelplane.pipeline``): call with none,
+fetch what the response asks for from the fleet (a Get by name, a List by labels and
+namespace), call again, until the requirements are stable. The fleet is bench/fleet.py's.
+
+Per function and size it prints the final request's size, how many objects Crossplane fetched
+over all rounds, the call time (fastest and median), and the time this process takes merely
+to decode the same request: ``RunFunctionRequest.FromString`` on its bytes plus the plain
+dicts every function's shared ``Request`` helper gives (the XR, observed and desired state,
+context, and every required object).
+
+Run: ``uv run python bench/fleet_scale.py`` (``--sizes 100 --repeat 3`` for a quick run,
+``--json`` for machine-readable rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane.pipeline import CAPABILITIES, ResourcePool, run_with_requirements
+from modelplane_common.function import Request
+from modelplane_common.plain import to_struct
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet  # bench/ is not a package
+
+FUNCTIONS = ("compose-model-deployment", "compose-model-cache", "compose-inference-cluster")
+BIN = Path(sys.executable).parent  # the workspace virtualenv's console scripts
+CALL_TIMEOUT = 600.0
+MIB = 1024 * 1024
+DEFAULT_LIMIT_MIB = 4  # the functions' --max-recv-message-size default, and gRPC's
+
+Row = dict[str, Any]
+
+
+class CountingPool(ResourcePool):
+    """Crossplane's lookups (a Get by name, a List by labels and namespace), counted."""
+
+    fetched: int = 0
+
+    def fetch(self, selector: fnv1.ResourceSelector) -> fnv1.Resources:
+        found = super().fetch(selector)
+        self.fetched += len(found.items)
+        return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(name: str, limit_mib: int | None = None) -> Iterator[grpcv1.FunctionRunnerServiceStub]:
+    """``name`` started as Crossplane's development runtime starts it, and a stub on a channel
+    with gRPC's default options. ``limit_mib`` raises both ends' message limit (not as
+    deployed: only to time what the default limit refuses)."""
+    port = _free_port()
+    flags = ["--max-recv-message-size", str(limit_mib)] if limit_mib else []
+    options = [("grpc.max_receive_message_length", limit_mib * MIB)] if limit_mib else []
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(
+            [str(BIN / name), "--insecure", "--address", f"127.0.0.1:{port}", *flags],
+            stdout=subprocess.DEVNULL,  # one JSON line per request: what it logs, not timed
+            stderr=errors,
+        )
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
+        try:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=120)
+            except grpc.FutureTimeoutError:
+                errors.seek(0)
+                raise RuntimeError(f"{name} did not listen: {errors.read().decode()}") from None
+            yield grpcv1.FunctionRunnerServiceStub(channel)
+        finally:
+            channel.close()
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def decode(data: bytes) -> None:
+    """What merely reading the request costs: parse it, then the plain dicts of everything."""
+    request = fnv1.RunFunctionRequest.FromString(data)
+    view = Request(request)
+    for key in request.required_resources:
+        view.required(key)
+
+
+def _ms(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1000
+
+
+def _error(err: grpc.RpcError) -> str:
+    code = err.code() if hasattr(err, "code") else None
+    details = err.details() if hasattr(err, "details") else str(err)
+    return f"{code.name if code else 'UNKNOWN'}: {details}"
+
+
+def _fatal(rsp: fnv1.RunFunctionResponse) -> str | None:
+    for result in rsp.results:
+        if result.severity == fnv1.SEVERITY_FATAL:
+            return f"Fatal: {result.message}"
+    return None
+
+
+def measure(
+    name: str,
+    stub: grpcv1.FunctionRunnerServiceStub,
+    built: fleet.Fleet,
+    pool: CountingPool,
+    repeat: int,
+) -> Row:
+    """One reconcile of the function's XR with requirements resolved, then ``repeat`` timed
+    calls of its final request, alternating with ``repeat`` decodes of it."""
+    request = fnv1.RunFunctionRequest(
+        meta=fnv1.RequestMeta(tag=f"{name}-{built.clusters}", capabilities=CAPABILITIES),
+        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(built.xrs[name]))),
+    )
+    pool.fetched = 0
+    row: Row = {"function": name, "clusters": built.clusters, "replicas": built.replicas}
+    error = None
+    rsp = None
+    try:
+        # The request is updated in place each round: afterwards it is the final one.
+        rsp = run_with_requirements(
+            lambda r: stub.RunFunction(r, timeout=CALL_TIMEOUT), request, pool
+        )
+        error = _fatal(rsp)
+    except grpc.RpcError as err:
+        error = _error(err)
+    data = request.SerializeToString()
+    row["request_bytes"] = len(data)
+    row["fetched_objects"] = pool.fetched
+    calls: list[float] = []
+    decodes: list[float] = []
+    for _ in range(repeat):
+        decodes.append(_ms(lambda: decode(data)))
+        if error is None:
+            calls.append(_ms(lambda: stub.RunFunction(request, timeout=CALL_TIMEOUT)))
+    row["call_ms"] = round(min(calls), 1) if calls else None
+    row["call_median_ms"] = round(statistics.median(calls), 1) if calls else None
+    row["decode_ms"] = round(min(decodes), 1)
+    row["decode_median_ms"] = round(statistics.median(decodes), 1)
+    if rsp is not None:
+        row["composed"] = len(rsp.desired.resources)
+        row["placed"] = sum(1 for key in rsp.desired.resources if key.startswith("replica-"))
+    if error is not None:
+        row["error"] = error
+    return row
+
+
+def run(
+    sizes: list[int],
+    repeat: int,
+    deployments: int,
+    limit_mib: int | None = None,
+    on_row: Callable[[Row], None] | None = None,
+) -> list[Row]:
+    shapes = fleet.learn_shapes()
+    rows: list[Row] = []
+    with contextlib.ExitStack() as stack:
+        stubs = {name: stack.enter_context(served(name, limit_mib)) for name in FUNCTIONS}
+        for size in sizes:
+            built = fleet.build(size, shapes, deployments=deployments)
+            pool = CountingPool(built.objects)
+            for name in FUNCTIONS:
+                row = measure(name, stubs[name], built, pool, repeat)
+                row["limit_mib"] = limit_mib or DEFAULT_LIMIT_MIB
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+    return rows
+
+
+HEADER = (
+    f"{'function':<26} {'clusters':>8} {'replicas':>8} {'request':>9} {'fetched':>8} "
+    f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11}  result"
+)
+
+
+def format_row(row: Row) -> str:
+    call = (
+        f"{row['call_ms']:.0f}/{row['call_median_ms']:.0f}" if row["call_ms"] is not None else "-"
+    )
+    decode_ = f"{row['decode_ms']:.0f}/{row['decode_median_ms']:.0f}"
+    ratio = f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] else "-"
+    if "error" in row:
+        result = row["error"]
+    elif row["function"] == "compose-model-deployment":
+        result = f"placed {row['placed']} of {fleet.MEASURED_SPEC['replicas']}"
+    else:
+        result = f"composed {row.get('composed', 0)}"
+    return (
+        f"{row['function']:<26} {row['clusters']:>8} {row['replicas']:>8} "
+        f"{row['request_bytes'] / 1e6:>8.2f}M {row['fetched_objects']:>8} {call:>17} "
+        f"{decode_:>19} {ratio:>11}  {result}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,10000", help="cluster counts, comma-separated")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls (and decodes) per row")
+    parser.add_argument(
+        "--deployments",
+        type=int,
+        default=fleet.DEPLOYMENTS,
+        help=f"other ModelDeployments, {fleet.REPLICAS_PER_DEPLOYMENT} replicas each",
+    )
+    parser.add_argument(
+        "--max-message-mib", type=int, default=None,
+        help="raise the message limit of the functions and the client (not as deployed; "
+        "only to time calls the default 4 MiB refuses)",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the rows as one JSON list")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.repeat < 1 or not sizes or min(sizes) < 1 or args.deployments < 0:
+        parser.error("--sizes and --repeat must be positive, --deployments not negative")
+    if args.max_message_mib is not None and args.max_message_mib < 1:
+        parser.error("--max-message-mib must be positive")
+    if args.json:
+        print(json.dumps(run(sizes, args.repeat, args.deployments, args.max_message_mib), indent=1))
+        return
+    print(HEADER, flush=True)
+    run(sizes, args.repeat, args.deployments, args.max_message_mib,
+        on_row=lambda r: print(format_row(r), flush=True))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
