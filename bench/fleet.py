@@ -538,8 +538,9 @@ def build(
     clusters: int, shapes: list[Shape], measured_cluster: int = 0, deployments: int = DEPLOYMENTS
 ) -> Fleet:
     """The fleet at ``clusters`` clusters with ``deployments`` x 10 replicas of other
-    deployments. Objects are stamped only for the replicas and caches on ``measured_cluster``:
-    only compose-inference-cluster selects Objects, and only its own cluster's."""
+    deployments, and the XR each measured function reconciles (its first reconcile).
+    Objects are stamped only for the replicas and caches on ``measured_cluster``: only
+    compose-inference-cluster selects Objects, and only its own cluster's."""
     published = _published_pools()
     fleet_clusters = [cluster(i, published) for i in range(clusters)]
     names_ = [cluster_name(i) for i in range(clusters)]
@@ -547,6 +548,7 @@ def build(
     objects: list[JSON] = [*inference_classes(), *fleet_clusters]
     objects += [model_cache(ns, names_) for ns in NAMESPACES]
     count = 0
+    on_measured: list[JSON] = []
     for d in range(deployments):
         shape = shapes[d % len(shapes)]
         namespace = NAMESPACES[d % len(NAMESPACES)]
@@ -559,6 +561,7 @@ def build(
             count += 1
             backends.append(replica["metadata"]["name"])
             if where == measured:
+                on_measured.append(replica)
                 objects.extend(replica_objects(shape, replica))
         objects.append(_route(namespace, dep, backends))
     for namespace in NAMESPACES:
@@ -574,6 +577,9 @@ def build(
         ),
         "compose-inference-cluster": fleet_clusters[measured_cluster],
     }
+    if on_measured:
+        # Reads its cluster and its ModelCache by name; the cache lists every cluster.
+        xrs["compose-model-replica"] = on_measured[0]
     return Fleet(clusters, count, objects, xrs)
 
 

@@ -42,7 +42,12 @@ from modelplane_common.plain import to_struct
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # bench/ is not a package
 
-FUNCTIONS = ("compose-model-deployment", "compose-model-cache", "compose-inference-cluster")
+FUNCTIONS = (
+    "compose-model-deployment",
+    "compose-model-cache",
+    "compose-inference-cluster",
+    "compose-model-replica",
+)
 BIN = Path(sys.executable).parent  # the workspace virtualenv's console scripts
 CALL_TIMEOUT = 600.0
 MIB = 1024 * 1024
@@ -178,16 +183,18 @@ def run(
     repeat: int,
     deployments: int,
     limit_mib: int | None = None,
+    *,
     on_row: Callable[[Row], None] | None = None,
+    functions: tuple[str, ...] = FUNCTIONS,
 ) -> list[Row]:
     shapes = fleet.learn_shapes()
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
-        stubs = {name: stack.enter_context(served(name, limit_mib)) for name in FUNCTIONS}
+        stubs = {name: stack.enter_context(served(name, limit_mib)) for name in functions}
         for size in sizes:
             built = fleet.build(size, shapes, deployments=deployments)
             pool = CountingPool(built.objects)
-            for name in FUNCTIONS:
+            for name in (f for f in functions if f in built.xrs):
                 row = measure(name, stubs[name], built, pool, repeat)
                 row["limit_mib"] = limit_mib or DEFAULT_LIMIT_MIB
                 rows.append(row)
@@ -207,7 +214,9 @@ def format_row(row: Row) -> str:
         f"{row['call_ms']:.0f}/{row['call_median_ms']:.0f}" if row["call_ms"] is not None else "-"
     )
     decode_ = f"{row['decode_ms']:.0f}/{row['decode_median_ms']:.0f}"
-    ratio = f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] else "-"
+    ratio = (
+        f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] and row["decode_ms"] else "-"
+    )
     if "error" in row:
         result = row["error"]
     elif row["function"] == "compose-model-deployment":
@@ -236,6 +245,9 @@ def main(argv: list[str] | None = None) -> None:
         help="raise the message limit of the functions and the client (not as deployed; "
         "only to time calls the default 4 MiB refuses)",
     )  # fmt: skip
+    parser.add_argument(
+        "--functions", default=",".join(FUNCTIONS), help="which functions, comma-separated"
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON list")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -243,12 +255,19 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--sizes and --repeat must be positive, --deployments not negative")
     if args.max_message_mib is not None and args.max_message_mib < 1:
         parser.error("--max-message-mib must be positive")
+    functions = tuple(f for f in args.functions.split(",") if f)
+    unknown = sorted(set(functions) - set(FUNCTIONS))
+    if unknown or not functions:
+        parser.error(f"--functions: unknown {', '.join(unknown)}; one of {', '.join(FUNCTIONS)}")
+    printed = None if args.json else (lambda r: print(format_row(r), flush=True))
+    if printed:
+        print(HEADER, flush=True)
+    rows = run(
+        sizes, args.repeat, args.deployments, args.max_message_mib, on_row=printed,
+        functions=functions,
+    )  # fmt: skip
     if args.json:
-        print(json.dumps(run(sizes, args.repeat, args.deployments, args.max_message_mib), indent=1))
-        return
-    print(HEADER, flush=True)
-    run(sizes, args.repeat, args.deployments, args.max_message_mib,
-        on_row=lambda r: print(format_row(r), flush=True))  # fmt: skip
+        print(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "fleet_scale.py"
-FUNCTIONS = {"compose-model-deployment", "compose-model-cache", "compose-inference-cluster"}
+FUNCTIONS = {
+    "compose-model-deployment",
+    "compose-model-cache",
+    "compose-inference-cluster",
+    "compose-model-replica",
+}
 KEYS = {
     "function",
     "clusters",
