@@ -35,7 +35,12 @@ from typing import Any
 import grpc
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane.pipeline import CAPABILITIES, ResourcePool, run_with_requirements
+from modelplane.pipeline import (
+    CAPABILITIES,
+    FunctionCallError,
+    ResourcePool,
+    run_with_requirements,
+)
 from modelplane_common.function import Request
 from modelplane_common.plain import to_struct
 
@@ -157,6 +162,8 @@ def measure(
         error = _fatal(rsp)
     except grpc.RpcError as err:
         error = _error(err)
+    except FunctionCallError as err:  # requirements that never settle
+        error = str(err)
     data = request.SerializeToString()
     row["request_bytes"] = len(data)
     row["fetched_objects"] = pool.fetched
@@ -172,7 +179,8 @@ def measure(
     row["decode_median_ms"] = round(statistics.median(decodes), 1)
     if rsp is not None:
         row["composed"] = len(rsp.desired.resources)
-        row["placed"] = sum(1 for key in rsp.desired.resources if key.startswith("replica-"))
+        if name == "compose-model-deployment":
+            row["placed"] = sum(1 for key in rsp.desired.resources if key.startswith("replica-"))
     if error is not None:
         row["error"] = error
     return row
