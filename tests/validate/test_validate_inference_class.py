@@ -84,9 +84,9 @@ CASES = [
     ),
     (
         "spec.provisioning.provider",
-        "AKS",
+        "OCI",
         "examples/ic.yaml: InferenceClass/h100-80gb: spec.provisioning.provider: Unsupported value:"
-        ' "AKS": supported values: "GKE", "EKS"',
+        ' "OCI": supported values: "GKE", "EKS", "AKS"',
     ),
     (
         "spec.devices.0.count",
