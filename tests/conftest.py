@@ -78,7 +78,8 @@ def converged_example() -> Iterator[Callable[[str], ConvergedExample]]:
 def recorded_requests() -> dict[str, fnv1.RunFunctionRequest]:
     """One real RunFunctionRequest per repository function, keyed by function directory: the
     last one each got while examples/multi-cluster converged in-process (it exercises all but
-    compose-model-cache), and for the cache the first call for examples/cache/cache.yaml."""
+    compose-model-cache and compose-aks-cluster), and for those two the first call for
+    examples/cache/cache.yaml and examples/cloud-clusters/akscluster.yaml."""
     seen: dict[str, fnv1.RunFunctionRequest] = {}
     with session(EXAMPLES / "multi-cluster") as plane:
         host = plane.runner.host  # type: ignore[attr-defined]
@@ -95,5 +96,14 @@ def recorded_requests() -> dict[str, fnv1.RunFunctionRequest]:
     cache = yaml.safe_load((EXAMPLES / "cache" / "cache.yaml").read_text())
     seen["compose-model-cache"] = fnv1.RunFunctionRequest(
         observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(cache)))
+    )
+    # No AKS cluster in examples/multi-cluster: the first call for the AKSCluster example.
+    aks = next(
+        doc
+        for doc in yaml.safe_load_all((EXAMPLES / "cloud-clusters" / "akscluster.yaml").read_text())
+        if doc and doc.get("kind") == "AKSCluster"
+    )
+    seen["compose-aks-cluster"] = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(aks)))
     )
     return seen
