@@ -30,7 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 # Complete applyable sets: simulate must converge with everything Ready.
-CONVERGING = ["quickstart", "multi-cluster", "multi-node", "disaggregated", "canary", "platform"]
+CONVERGING = [
+    "quickstart", "multi-cluster", "multi-node", "disaggregated", "canary", "platform",
+    "amd-mi300x",
+]  # fmt: skip
 # Inputs for `modelplane render` (they carry observed state, or hand-made composed kinds, or a
 # deliberately invalid object): not meant to be applied as a whole.
 RENDER_ONLY = ["cache", "cloud-clusters", "qwen-demo", "replica", "routing"]

@@ -118,11 +118,19 @@ def compose(
     pools = [p for p in pools if p.name not in unavailable]
     _pool_conditions(outcome, xr, cluster, unavailable)
     gpu_pools = pl.gpu_pools(pools, classes.resolved)
+    kept = tolerant.listing(observed.get(rs.KEY_SERVING_STACK), "spec", "draDrivers")
+    drivers = pl.dra_drivers(pools, classes.resolved, (kept or []) if unavailable else [])
     if source == "Existing":
-        _compose_existing(outcome, cluster, observed)
+        _compose_existing(outcome, cluster, observed, drivers)
     else:
         _compose_cloud(
-            outcome, cluster, observed, classes.resolved, pools=pools, unavailable=set(unavailable)
+            outcome,
+            cluster,
+            observed,
+            classes.resolved,
+            pools=pools,
+            unavailable=set(unavailable),
+            dra_drivers=drivers,
         )
     # Without a provider config (yet, or for now) the namespaces are kept as they are.
     composed_config = rs.KEY_PROVIDER_CONFIG in outcome.resources
@@ -221,7 +229,9 @@ def _previous_status(xr: JSON) -> JSON:
     return {k: v for k, v in tolerant.status(xr).items() if k in PUBLISHED_STATUS}
 
 
-def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: Any) -> None:
+def _compose_existing(
+    outcome: Outcome, cluster: ic.InferenceCluster, observed: Any, dra_drivers: list[str] | None
+) -> None:
     name = (cluster.metadata or {}).get("name", "")
     existing = cluster.spec.cluster.existing
     assert existing is not None  # XRD rule: existing is required for source Existing
@@ -238,7 +248,13 @@ def _compose_existing(outcome: Outcome, cluster: ic.InferenceCluster, observed: 
     root = existing.nvidiaDriverRoot
     outcome.compose(
         rs.KEY_SERVING_STACK,
-        rs.serving_stack(name, secrets, root if root and root != "/" else None, existing.installed),
+        rs.serving_stack(
+            name,
+            secrets,
+            root if root and root != "/" else None,
+            existing.installed,
+            dra_drivers=dra_drivers,
+        ),
         ready=is_ready(observed.get(rs.KEY_SERVING_STACK)),
     )
     outcome.condition(CLUSTER_READY, True, "ClusterRunning")
@@ -253,6 +269,7 @@ def _compose_cloud(
     *,
     pools: list[ic.NodePool],
     unavailable: set[str],
+    dra_drivers: list[str] | None,
 ) -> None:
     """The cloud cluster with every resolvable pool; an unresolvable one as observed."""
     name = (cluster.metadata or {}).get("name", "")
@@ -341,7 +358,7 @@ def _compose_cloud(
             outcome.event("Normal", f"{kind} {name} is ready: composing the serving stack")
         outcome.compose(
             rs.KEY_SERVING_STACK,
-            rs.serving_stack(name, stack_secrets, driver_root),
+            rs.serving_stack(name, stack_secrets, driver_root, dra_drivers=dra_drivers),
             ready=is_ready(stack),
         )
         outcome.compose(usage_key, rs.backend_usage(name, kind), ready=True)

@@ -109,6 +109,31 @@ def gpu_pools(pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass
     return published
 
 
+# The DRA drivers a ServingStack can install (its spec.draDrivers), sorted.
+STACK_DRA_DRIVERS = ("gpu.amd.com", "gpu.nvidia.com")
+AMD_DRA_DRIVER = "gpu.amd.com"
+
+
+def dra_drivers(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass], kept: Sequence[object]
+) -> list[str] | None:
+    """The ServingStack's ``spec.draDrivers``: None (NVIDIA's driver alone, the stack's
+    default) unless a pool's class has AMD devices; then every driver the stack can install
+    that the pools' DRA devices name. ``kept`` (the observed stack's list while some pool is
+    unavailable) stays, so a class gone missing never uninstalls the driver its nodes use."""
+    named = {
+        device.driver
+        for pool in pools
+        if (found := classes.get(pool.className)) is not None
+        for device in found.spec.devices or []
+        if (device.claim or "DRA") == "DRA"
+    }
+    named |= {d for d in kept if isinstance(d, str)}
+    if AMD_DRA_DRIVER not in named:
+        return None
+    return [d for d in STACK_DRA_DRIVERS if d in named]
+
+
 def unavailable_pools(
     pools: Sequence[ic.NodePool], classes: Classes, source: str
 ) -> dict[str, str]:

@@ -111,8 +111,13 @@ def serving_stack(
     secrets: Sequence[ss.Secret],
     driver_root: str | None,
     installed: ic.Installed | None = None,
+    *,
+    dra_drivers: list[str] | None = None,
 ) -> ss.ServingStack:
     spec = ss.Spec(secrets=list(secrets))
+    if dra_drivers is not None:
+        # Set only with AMD pools: NVIDIA-only clusters keep the stack's default.
+        spec.draDrivers = list(dra_drivers)
     if installed is not None:
         # Existing clusters: what the platform team runs already (the same names both sides).
         spec.installed = ss.Installed.model_validate(installed.model_dump(exclude_none=True))

@@ -46,6 +46,10 @@ LEADER_ADDRESS_ENV = "MODELPLANE_LEADER_ADDRESS"
 # name while user commands name only Modelplane's variable.
 LEADER_ADDRESS_VALUE = "$(LWS_LEADER_ADDRESS)"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# AMD GPU nodes are commonly tainted amd.com/gpu; added only for claims of AMD's DeviceClass,
+# so NVIDIA engines' pods stay as they were (design/amd-gpus.md).
+AMD_DEVICE_CLASS = "gpu.amd.com"
+AMD_GPU_TOLERATION = {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def readiness_probe(port: int) -> JSON:
@@ -161,10 +165,10 @@ def _pod_metadata(member: Member, labels: dict[str, str]) -> JSON:
 
 def pod_template(member: Member, options: PodOptions) -> JSON:
     """A PodTemplateSpec for every pod of ``member``; ``metadata`` omitted when empty."""
-    spec: JSON = {
-        "nodeSelector": {POOL_LABEL: member.nodePoolName},
-        "tolerations": [dict(GPU_TOLERATION)],
-    }
+    tolerations = [dict(GPU_TOLERATION)]
+    if any(r.deviceClassName == AMD_DEVICE_CLASS for r in member.deviceRequests or []):
+        tolerations.append(dict(AMD_GPU_TOLERATION))
+    spec: JSON = {"nodeSelector": {POOL_LABEL: member.nodePoolName}, "tolerations": tolerations}
     if options.claim_template is not None:
         spec["resourceClaims"] = [
             {"name": CLAIM_NAME, "resourceClaimTemplateName": options.claim_template}

@@ -17,7 +17,7 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
-from compose_serving_stack import components, gpu_driver, monitoring
+from compose_serving_stack import amd_driver, components, gpu_driver, monitoring
 from compose_serving_stack import resources as rs
 
 STACK_READY = "StackReady"
@@ -120,7 +120,9 @@ def _compose_remote(
     for crd in rs.inference_extension_crds():
         (not_ours_obj if "inferenceExtension" in theirs else obj)(rs.gaie_key(crd), crd)
     # The quota serves the DRA driver's own namespace, which its Release creates.
-    (not_ours_obj if "nvidiaDraDriver" in theirs else obj)(rs.KEY_QUOTA, rs.critical_pods_quota())
+    if amd_driver.NVIDIA_DRIVER in amd_driver.drivers(spec):
+        quota = rs.critical_pods_quota()
+        (not_ours_obj if "nvidiaDraDriver" in theirs else obj)(rs.KEY_QUOTA, quota)
     if spec.nvidiaDriverInstaller == "GKE":
         obj(gpu_driver.KEY_DRIVER_INSTALLER, gpu_driver.cos_driver_installer())
     obj(rs.KEY_GATEWAY_NAMESPACE, rs.gateway_namespace())

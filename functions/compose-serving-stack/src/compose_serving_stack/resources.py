@@ -17,6 +17,8 @@ from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import s
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import usage
 
+from compose_serving_stack import amd_driver
+
 RESOURCE_LABEL = "modelplane.ai/resource"
 HELM_API = "helm.m.crossplane.io/v1beta1"
 KUBERNETES_API = "kubernetes.m.crossplane.io/v1alpha1"
@@ -32,6 +34,7 @@ GATEWAY_READY_QUERY = "has(object.status.addresses) && object.status.addresses.s
 KEY_PC_KUBERNETES = "provider-config-kubernetes"
 KEY_PC_HELM = "provider-config-helm"
 KEY_ENVOY_GATEWAY = "envoy-gateway"
+KEY_NVIDIA_DRA_DRIVER = "dra-driver"
 KEY_GATEWAY_NAMESPACE = "gateway-namespace"
 KEY_GATEWAY_CLASS = "gateway-class"
 KEY_GATEWAY = "gateway"
@@ -154,7 +157,7 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
         dra_values["nvidiaDriverRoot"] = spec.nvidiaDriverRoot
     oci_envoy = "oci://docker.io/envoyproxy"
     nfd_version = versions.nodeFeatureDiscovery or pins.nodeFeatureDiscovery
-    return [
+    specs: list[tuple[str, helm.Chart, str, JSON | None]] = [
         ("cert-manager", helm.Chart("cert-manager", "https://charts.jetstack.io",
                                     versions.certManager or pins.certManager),
          "cert-manager", {"crds": {"enabled": True, "keep": False}}),
@@ -176,11 +179,15 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
                                               "oci://registry.k8s.io/nfd/charts",
                                               nfd_version),
          "node-feature-discovery", None),
-        ("dra-driver", helm.Chart("dra-driver-nvidia-gpu",
+        (KEY_NVIDIA_DRA_DRIVER, helm.Chart("dra-driver-nvidia-gpu",
                                   "oci://registry.k8s.io/dra-driver-nvidia/charts",
                                   versions.nvidiaDraDriver or pins.nvidiaDraDriver),
          DRA_NAMESPACE, dra_values),
     ]  # fmt: skip
+    if amd_driver.NVIDIA_DRIVER not in amd_driver.drivers(spec):
+        specs = [s for s in specs if s[0] != KEY_NVIDIA_DRA_DRIVER]
+    amd = amd_driver.release_spec(spec)
+    return [*specs, amd] if amd is not None else specs
 
 
 def workload_release(

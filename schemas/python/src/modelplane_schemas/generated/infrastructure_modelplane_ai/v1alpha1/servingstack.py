@@ -52,6 +52,7 @@ class Versions(BaseModel):
     leaderWorkerSet: Annotated[str | None, Field(max_length=32, min_length=1)] = "v0.8.0"
     nodeFeatureDiscovery: Annotated[str | None, Field(max_length=32, min_length=1)] = "0.18.3"
     nvidiaDraDriver: Annotated[str | None, Field(max_length=32, min_length=1)] = "0.4.0"
+    amdGpuDraDriver: Annotated[str | None, Field(max_length=32, min_length=1)] = "v1.0.1"
 
 
 class Listener(BaseModel):
@@ -83,6 +84,9 @@ class Spec(BaseModel):
     secrets: Annotated[list[Secret], Field(max_length=8, min_length=1)]
     nvidiaDriverRoot: Annotated[str | None, Field(max_length=512, min_length=1)] = "/"
     installed: Installed | None = None
+    draDrivers: Annotated[
+        list[Literal["gpu.nvidia.com", "gpu.amd.com"]] | None, Field(max_length=2, min_length=1)
+    ] = None
     nvidiaDriverInstaller: Literal["None", "GKE"] | None = "None"
     versions: Annotated[Versions | None, Field(validate_default=True)] = {}
     gateway: Annotated[Gateway | None, Field(validate_default=True)] = {}
