@@ -172,11 +172,11 @@ REJECTED = {
         deployment(engines=[standalone("small"), gang("big")]),
         'spec.modelCacheRef is required: engine "big" has a Worker member',
     ),
-    "replicas 0": (
-        deployment(replicas=0),
-        "spec.replicas: Invalid value: 0: should be greater than or equal to 1",
+    "replicas -1": (
+        deployment(replicas=-1),
+        "spec.replicas: Invalid value: -1: should be greater than or equal to 0",
     ),
-    "replicas 11": (deployment(replicas=11), "spec.replicas: Invalid value: 11"),
+    "replicas 101": (deployment(replicas=101), "spec.replicas: Invalid value: 101"),
     "engine name not a DNS label": (
         deployment(engines=[standalone("Main_1")]),
         'spec.engines[0].name: Invalid value: "Main_1": should match',

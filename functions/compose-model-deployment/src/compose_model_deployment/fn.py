@@ -42,6 +42,8 @@ SERVICE_ROUTES = "service-routes"
 MODEL_CACHE = "model-cache"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
+# spec.replicas is 0: nothing placed, on purpose (docs/model-deployment.md).
+SCALED_TO_ZERO = "ScaledToZero"
 # True while an endpoint is kept because what decides it cannot be read (issue 14); set only
 # once that happens, and turned False when it ends.
 ENDPOINTS_HELD = "EndpointsHeld"
@@ -232,7 +234,9 @@ def _readiness(
     # Replicas beyond spec.replicas (a drain's old and new, a held scale-down) never read as
     # "2 of 1 ready".
     ready = min(ready, wanted)
-    if placed == 0:
+    if wanted == 0 and placed == 0:
+        outcome.condition(READY, True, SCALED_TO_ZERO, "0 of 0 ready: spec.replicas is 0")
+    elif placed == 0:
         outcome.condition(READY, False, "NoReplicasScheduled")
     elif ready >= wanted:
         message = f"{ready} of {wanted} ready{suffix}"
@@ -507,7 +511,9 @@ def _outcome(
     elif _previous(request.composite, ENDPOINTS_HELD, "status") == "True":
         outcome.condition(ENDPOINTS_HELD, False, "InputsKnown", normal=True)
     previous = _previous_reason(request.composite)
-    if result.checked == 0:
+    if wanted == 0:
+        outcome.condition(SCHEDULED, True, SCALED_TO_ZERO, _scaled_to_zero(request))
+    elif result.checked == 0:
         outcome.condition(SCHEDULED, False, "NoClusters")
         if previous != "NoClusters":
             outcome.event("Warning", "No InferenceClusters found", reason="NoClusters")
@@ -548,7 +554,10 @@ def _outcome(
     if overcommitted and not was_overcommitted:
         # Only on the transition, like the capacity Warning: the condition carries the rest.
         outcome.event("Warning", overcommitted, reason="CapacityOvercommitted")
-    if placed == 0 or ready < wanted:
+    if wanted == 0:
+        # Asked for none and none run: an idle model is healthy, not degraded.
+        outcome.composite_ready = True
+    elif placed == 0 or ready < wanted:
         # With nothing composed Crossplane would call the deployment trivially ready.
         outcome.composite_ready = False
     if result.draining:
@@ -556,6 +565,21 @@ def _outcome(
         # requirements, which Crossplane does not watch: look again soon, not after the TTL.
         outcome.ttl = SETTLING_TTL
     return outcome
+
+
+def _scaled_to_zero(request: Request) -> str:
+    """The ScaledToZero message: which replicas this response removes, if any."""
+    going = sorted(
+        tolerant.name_of(body) or key
+        for key, body in request.observed.items()
+        if key.startswith(_REPLICA_PREFIX)
+    )
+    message = "spec.replicas is 0: no replica is placed"
+    if going:
+        # Up to 100 replicas: name a few, count the rest, so the condition stays short.
+        shown = ", ".join(going[:5]) + (f" and {len(going) - 5} more" if len(going) > 5 else "")
+        message += f"; removing {len(going)}: {shown}"
+    return message
 
 
 class ModelDeploymentFunction(CompositionFunction):

@@ -548,7 +548,7 @@ class Spec(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    replicas: Annotated[int, Field(ge=1, le=10)]
+    replicas: Annotated[int, Field(ge=0, le=100)]
     clusterSelector: ClusterSelector | None = None
     modelCacheRef: ModelCacheRef | None = None
     serving: Serving | None = None
