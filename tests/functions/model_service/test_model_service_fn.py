@@ -248,9 +248,10 @@ def test_look_alike_endpoint_in_another_namespace_is_never_routed_to():
     }
     assert condition(rsp, "EndpointsResolved").message == "Matched 1 endpoint(s)"
 
-    # Only the look-alike exists: nothing is routed, nothing is composed.
+    # Only the look-alike exists: nothing is routed (the route keeps its path, no backend).
     rsp = run(xr, resolve(xr, [intruder]))
-    assert "httproute" not in rsp.desired.resources
+    (rule,) = route_of(rsp)["spec"]["rules"]
+    assert "backendRefs" not in rule
     assert condition(rsp, "EndpointsResolved").reason == "NoEndpoints"
 
 
@@ -295,9 +296,11 @@ def test_no_routable_endpoint_keeps_the_route_without_backends():
     assert rsp.desired.resources["httproute"].ready == fnv1.READY_FALSE
 
 
-def test_no_matching_endpoint_composes_no_route_and_is_not_ready():
+def test_no_matching_endpoint_keeps_a_route_without_backends_and_is_not_ready():
     rsp = run(CANARY, resolve(CANARY, []))
-    assert dict(rsp.desired.resources) == {}
+    # The path stays the service's: the gateway answers 500 there (test_service_scaled_to_zero).
+    assert list(rsp.desired.resources) == ["httproute"]
+    assert "backendRefs" not in route_of(rsp)["spec"]["rules"][0]
     assert condition(rsp, "EndpointsResolved").reason == "NoEndpoints"
     assert condition(rsp, "RoutingReady").reason == "NoEndpoints"
     assert rsp.desired.composite.ready == fnv1.READY_FALSE

@@ -18,6 +18,8 @@ ROUTE_KEY = "httproute"
 GATEWAY_REQUIREMENT = "inference-gateway"
 ENDPOINTS_READY = "EndpointsResolved"
 ROUTING_READY = "RoutingReady"
+# Gateway API: a rule whose backendRefs are absent or all invalid answers 500.
+NO_BACKEND_STATUS = 500
 
 
 def endpoints_requirement(index: int) -> str:
@@ -89,9 +91,19 @@ def compose_service(
     if matched == 0:
         message = f"no ModelEndpoint in namespace {namespace} matches any spec.endpoints[].selector"
         outcome.condition(ENDPOINTS_READY, False, "NoEndpoints", message)
-        outcome.condition(ROUTING_READY, False, "NoEndpoints", message)
+        outcome.condition(
+            ROUTING_READY,
+            False,
+            "NoEndpoints",
+            f"{message}; the gateway answers {NO_BACKEND_STATUS} until one does",
+        )
         outcome.event("Warning", message, reason="NoEndpoints")
         outcome.composite_ready = False
+        # The route stays, with no backend (a deployment scaled to zero, or not placed yet):
+        # the gateway answers 500 on the service's path instead of 404 for a path nobody
+        # owns, and its request metrics for the route go on, the signal that scales from zero.
+        empty = routing.http_route(namespace, name, [], route_timeouts.rule_timeouts(*given))
+        outcome.compose(ROUTE_KEY, empty, ready=False)
         return outcome
 
     refs = routing.backend_refs(groups)
