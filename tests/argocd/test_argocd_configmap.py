@@ -29,7 +29,7 @@ KINDS = {
         "ModelService",
         "ModelCache",
     },
-    "infrastructure.modelplane.ai": {"GKECluster", "EKSCluster", "ServingStack"},
+    "infrastructure.modelplane.ai": {"GKECluster", "EKSCluster", "AKSCluster", "ServingStack"},
 }
 
 
@@ -101,7 +101,7 @@ def test_scripts_use_only_what_argo_cds_sandbox_provides():
 
 
 def test_every_script_returns_a_health_table():
-    assert len(KIND_SCRIPTS) == 11
+    assert len(KIND_SCRIPTS) == 12
     for path in KIND_SCRIPTS:
         assert path.read_text().rstrip().endswith("return health()"), path.name
 

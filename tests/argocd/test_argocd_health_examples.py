@@ -19,7 +19,7 @@ EXAMPLES = REPO / "examples"
 # The examples that run to convergence in the simulator (issue 7); the others are for render.
 # (routing/ holds observed BackendTLSPolicies for render: without the gateway's CRDs a strict
 # API server refuses them, so it is not applied; canary/ has the same endpoints and services.)
-SIMULATED = ["quickstart", "platform", "multi-cluster", "canary", "multi-node"]
+SIMULATED = ["quickstart", "platform", "multi-cluster", "canary", "multi-node", "cloud-clusters"]
 
 JSON = dict[str, Any]
 
@@ -59,6 +59,7 @@ HEALTHY_MESSAGE: dict[str, Callable[[JSON], str]] = {
     "InferenceCluster": lambda o: _gateway(o) or "Cluster and serving stack are ready",
     "GKECluster": _cloud_cluster,
     "EKSCluster": _cloud_cluster,
+    "AKSCluster": _cloud_cluster,
     "ServingStack": lambda o: _gateway(o) or "Serving stack installed",
     "ModelDeployment": lambda o: f"Serving: {_condition(o, 'ReplicasReady')['message']}",
     "ModelReplica": lambda o: f"Serving on InferenceCluster {o['spec']['clusterName']}",
@@ -123,7 +124,9 @@ def test_examples_show_cloud_clusters_healthy(kinds_seen_healthy):
     """Runs after the parametrized examples: the kinds only provisioned clusters compose."""
     if not kinds_seen_healthy:
         pytest.skip("no example ran")
-    assert {"GKECluster", "EKSCluster", "ServingStack", "InferenceCluster"} <= kinds_seen_healthy
+    assert {"GKECluster", "EKSCluster", "AKSCluster", "ServingStack", "InferenceCluster"} <= (
+        kinds_seen_healthy
+    )
 
 
 def test_examples_show_every_modelplane_kind_healthy(kinds_seen_healthy):

@@ -20,6 +20,7 @@ KINDS = {
     "ModelCache": "modelplane.ai",
     "GKECluster": "infrastructure.modelplane.ai",
     "EKSCluster": "infrastructure.modelplane.ai",
+    "AKSCluster": "infrastructure.modelplane.ai",
     "ServingStack": "infrastructure.modelplane.ai",
 }
 TYPES = [
