@@ -15,17 +15,17 @@ from modelplane_common import engines
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
 
 
-def _engines(replica: ModelReplica) -> list[dict[str, Any]]:
-    return replica.spec.model_dump(mode="json", exclude_none=True)["engines"]
+def _spec(replica: ModelReplica) -> dict[str, Any]:
+    return replica.spec.model_dump(mode="json", exclude_none=True)
 
 
 def problems(replica: ModelReplica) -> list[str]:
-    return engines.engine_problems(replica.spec.model_dump(mode="json", exclude_none=True))[0]
+    return engines.engine_problems(_spec(replica))[0]
 
 
 def warnings(replica: ModelReplica) -> list[str]:
-    return engines.engine_problems(replica.spec.model_dump(mode="json", exclude_none=True))[1]
+    return engines.engine_problems(_spec(replica))[1]
 
 
 def phase_ports(replica: ModelReplica) -> engines.PhasePorts:
-    return engines.phase_ports(_engines(replica))
+    return engines.phase_ports(_spec(replica)["engines"])
