@@ -1,0 +1,1 @@
+"""compose-vultr-cluster: the VultrCluster composition function."""
