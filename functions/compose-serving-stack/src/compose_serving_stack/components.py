@@ -23,7 +23,10 @@ from modelplane_common.function import as_manifest
 from modelplane_common.observed import condition, is_ready
 from modelplane_common.plain import JSON
 
+from compose_serving_stack import amd_driver
+
 CRD_API = "apiextensions.k8s.io/v1"
+DEVICE_CLASS_API = "resource.k8s.io/v1"
 OBSERVE_ONLY = ["Observe"]
 # crossplane-runtime's words when an Observe-only resource's external resource is absent.
 NOT_FOUND = "external resource does not exist"
@@ -84,11 +87,16 @@ COMPONENTS: tuple[Component, ...] = (
     _component(
         "nodeFeatureDiscovery", ["node-feature-discovery"], _crd("nodefeaturerules.nfd.k8s-sigs.io")
     ),
-    # The DRA driver publishes this DeviceClass; the pods' ResourceClaims name it.
+    # Each DRA driver publishes its DeviceClass; the pods' ResourceClaims name it.
     _component(
         "nvidiaDraDriver",
         ["dra-driver"],
-        Proof("resource.k8s.io/v1", "DeviceClass", "gpu.nvidia.com"),
+        Proof(DEVICE_CLASS_API, "DeviceClass", amd_driver.NVIDIA_DRIVER),
+    ),
+    _component(
+        "amdDraDriver",
+        [amd_driver.KEY_AMD_DRA_DRIVER],
+        Proof(DEVICE_CLASS_API, "DeviceClass", amd_driver.AMD_DRIVER),
     ),
     _component(
         "inferenceExtension",
@@ -98,12 +106,28 @@ COMPONENTS: tuple[Component, ...] = (
     ),
 )
 BY_NAME: Mapping[str, Component] = {c.name: c for c in COMPONENTS}
+# The DRA driver (spec.draDrivers) each driver component stands for.
+DRA_DRIVER_OF: Mapping[str, str] = {
+    "nvidiaDraDriver": amd_driver.NVIDIA_DRIVER,
+    "amdDraDriver": amd_driver.AMD_DRIVER,
+}
 
 
-def installed(all_: bool | None, names: Iterable[str] | None) -> tuple[Component, ...]:
-    """The components declared installed, in COMPONENTS order."""
+def installed(
+    all_: bool | None, names: Iterable[str] | None, drivers: frozenset[str]
+) -> tuple[Component, ...]:
+    """The components declared installed, in COMPONENTS order.
+
+    A DRA driver the stack does not need (not in ``drivers``, its ``spec.draDrivers``) is
+    left out, declared or covered by ``all``: nothing would install it, and its absence
+    is no fault (an NVIDIA-only cluster with ``all: true`` lacks AMD's DeviceClass).
+    """
     wanted = set(names or ())
-    return tuple(c for c in COMPONENTS if all_ or c.name in wanted)
+    return tuple(
+        c
+        for c in COMPONENTS
+        if (all_ or c.name in wanted) and DRA_DRIVER_OF.get(c.name, "") in drivers | {""}
+    )
 
 
 def hands_off(body: JSON | pydantic.BaseModel) -> JSON:

@@ -62,7 +62,7 @@ def _declared(spec: ss.Spec) -> tuple[components.Component, ...]:
     declared = spec.installed
     if declared is None:
         return ()
-    return components.installed(declared.all, declared.components)
+    return components.installed(declared.all, declared.components, amd_driver.drivers(spec))
 
 
 def _missing_condition(

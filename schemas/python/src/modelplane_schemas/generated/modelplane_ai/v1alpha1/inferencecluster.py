@@ -48,11 +48,12 @@ class Installed(BaseModel):
                 "leaderWorkerSet",
                 "nodeFeatureDiscovery",
                 "nvidiaDraDriver",
+                "amdDraDriver",
                 "inferenceExtension",
             ]
         ]
         | None,
-        Field(max_length=8),
+        Field(max_length=9),
     ] = None
 
 
