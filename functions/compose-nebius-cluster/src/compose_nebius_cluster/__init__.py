@@ -1,0 +1,1 @@
+"""compose-nebius-cluster: the NebiusCluster composition function."""
