@@ -1,0 +1,143 @@
+"""`modelplane render`, `validate` and `simulate` on the example VultrCluster, as a user runs
+them: every composed object valid against its provider model, Ready once the cloud answers."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+from modelplane import repo
+from modelplane.controlplane import session
+from modelplane.kube import condition_status
+from modelplane.main import cli
+from modelplane.providers import matching
+
+EXAMPLE = repo.root() / "examples" / "cloud-clusters" / "vultrcluster.yaml"
+READY = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "Available",
+    "lastTransitionTime": "2026-01-01T00:00:00Z",
+}
+ENDPOINT = "0a1b2c3d-1111-2222-3333-444455556666.vultr-k8s.com"
+
+
+def render(*args: str) -> list[dict]:
+    result = CliRunner().invoke(cli, ["render", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return [doc for doc in yaml.safe_load_all(result.output) if doc]
+
+
+def validate_against_crd(body: dict) -> None:
+    group, version = body["apiVersion"].split("/")
+    module = importlib.import_module(
+        f"modelplane_schemas.generated.{group.replace('.', '_').replace('-', '_')}"
+        f".{version}.{body['kind'].lower()}"
+    )
+    getattr(module, body["kind"]).model_validate({k: v for k, v in body.items() if k != "status"})
+
+
+def condition(xr: dict, type_: str) -> dict:
+    (found,) = [c for c in xr["status"]["conditions"] if c["type"] == type_]
+    return found
+
+
+def observe_all(composed: list[dict], tmp_path: Path) -> Path:
+    observed_dir = tmp_path / "observed"
+    observed_dir.mkdir()
+    for index, rendered in enumerate(composed):
+        body = dict(rendered)
+        metadata = dict(body["metadata"])
+        metadata.setdefault("name", f"{metadata.pop('generateName', 'x-')}{index:05d}")
+        metadata.pop("generateName", None)
+        status: dict = {"conditions": [READY]}
+        if body["kind"] == "Kubernetes":
+            status["atProvider"] = {"endpoint": ENDPOINT}
+        body["metadata"] = metadata
+        body["status"] = status
+        (observed_dir / f"{index:02d}.yaml").write_text(yaml.safe_dump(body))
+    return observed_dir
+
+
+def test_render_the_example_then_converge(tmp_path: Path):
+    xr, *composed = render(str(EXAMPLE))
+    assert xr["kind"] == "VultrCluster"
+    kinds = sorted(body["kind"] for body in composed)
+    assert kinds == [
+        "Kubernetes", "KubernetesNodePool", "KubernetesNodePool", "ProviderConfig",
+        "ProviderConfig",
+    ]  # fmt: skip
+    for body in composed:
+        validate_against_crd(body)
+    pools = {
+        next(
+            label["value"]
+            for label in body["spec"]["forProvider"]["labels"]
+            if label["key"] == "modelplane.ai/pool"
+        ): body["spec"]
+        for body in composed
+        if body["kind"] == "KubernetesNodePool"
+    }
+    assert set(pools) == {"a100", "mi300x"}
+    assert pools["a100"]["forProvider"]["taints"][0]["key"] == "nvidia.com/gpu"
+    assert pools["mi300x"]["forProvider"]["taints"][0]["key"] == "amd.com/gpu"
+    assert pools["mi300x"]["initProvider"] == {"nodeQuantity": 1}
+    assert pools["mi300x"]["forProvider"]["maxNodes"] == 2
+    assert condition(xr, "ClusterReady")["reason"] == "Provisioning"
+    assert condition(xr, "Ready")["status"] == "False"
+
+    xr, *composed = render(str(EXAMPLE), "-o", str(observe_all(composed, tmp_path)))
+    assert condition(xr, "ClusterReady")["reason"] == "ClusterRunning"
+    assert condition(xr, "Ready")["status"] == "True"
+    assert xr["status"]["endpoint"] == ENDPOINT
+
+
+def test_simulate_the_cloud_clusters_converges_the_vultr_cluster_ready():
+    result = CliRunner().invoke(
+        cli, ["simulate", "-o", "yaml", str(EXAMPLE.parent)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    (xr,) = [o for o in objects if o["kind"] == "VultrCluster"]
+    assert condition(xr, "Ready")["status"] == "True"
+    assert condition(xr, "ClusterReady")["reason"] == "ClusterRunning"
+    assert xr["status"]["endpoint"].endswith(".vultr-k8s.com")
+    vultr = [o for o in objects if o["apiVersion"].split("/")[0].endswith("vultr.m.upbound.io")]
+    assert sorted(o["kind"] for o in vultr) == [
+        "Kubernetes", "KubernetesNodePool", "KubernetesNodePool",
+    ]  # fmt: skip
+    for body in vultr:
+        validate_against_crd(body)
+        assert condition(body, "Ready")["status"] == "True"
+
+
+def test_validate_accepts_the_example():
+    result = CliRunner().invoke(cli, ["validate", str(EXAMPLE)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_vke_outage_keeps_every_resource_and_recovers(tmp_path: Path):
+    """The VKE control plane turns not Ready: nothing is deleted or recreated, the XR says
+    what it waits for, and it is Ready again once Vultr answers."""
+    (tmp_path / "vke.yaml").write_text(EXAMPLE.read_text())
+    with session(tmp_path) as plane:
+        assert plane.run(max_rounds=20).converged
+        (cluster,) = plane.list(kind="Kubernetes", namespace="modelplane-system")
+        before = {o["metadata"]["uid"] for o in plane.list(namespace="modelplane-system")}
+        outage = plane.providers.inject(
+            matching(kind="Kubernetes", name=cluster["metadata"]["name"]),
+            status={"conditions": [{"type": "Ready", "status": "False", "reason": "Unavailable"}]},
+        )
+        assert plane.run(max_rounds=20).converged
+        xr = plane.find("VultrCluster", "vke-ewr", "modelplane-system")
+        assert condition(xr, "ClusterReady")["reason"] == "Provisioning"
+        assert "cluster" in condition(xr, "ClusterReady")["message"]
+        assert condition_status(xr, "Ready") == "False"
+        assert {o["metadata"]["uid"] for o in plane.list(namespace="modelplane-system")} >= before
+
+        plane.providers.clear(outage)
+        assert plane.run(max_rounds=20).converged
+        xr = plane.find("VultrCluster", "vke-ewr", "modelplane-system")
+        assert condition_status(xr, "Ready") == "True"
