@@ -190,7 +190,16 @@ def test_release_values():
         },
         "nvidiaDriverRoot": "/home/kubernetes/bin/nvidia",
     }
-    for key in ("ai-gateway", "ai-gateway-crds", "leader-worker-set", "node-feature-discovery"):
+    # NFD's worker labels every node, GPU nodes of either vendor included (their taints).
+    assert values["node-feature-discovery"] == {
+        "worker": {
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            ]
+        }
+    }
+    for key in ("ai-gateway", "ai-gateway-crds", "leader-worker-set"):
         assert values[key] is None
 
 

@@ -142,6 +142,13 @@ def _prometheus_values() -> JSON:
     }
 
 
+def _nfd_values() -> JSON:
+    """NFD's worker must label every node, GPU nodes included: the chart tolerates no taint,
+    and GPU nodes carry nvidia.com/gpu or amd.com/gpu. Both, whatever the cluster's pools: a
+    toleration only permits, so on a cluster without such nodes it changes nothing."""
+    return {"worker": {"tolerations": [dict(GPU_TOLERATION), dict(amd_driver.AMD_GPU_TOLERATION)]}}
+
+
 def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None]]:
     """(key, chart, target namespace, values) for every release, versions pinned (§7.2)."""
     # Chart pins are the XRD's defaults (one place, D9), read through the generated model.
@@ -178,7 +185,7 @@ def release_specs(spec: ss.Spec) -> list[tuple[str, helm.Chart, str, JSON | None
         ("node-feature-discovery", helm.Chart("node-feature-discovery",
                                               "oci://registry.k8s.io/nfd/charts",
                                               nfd_version),
-         "node-feature-discovery", None),
+         "node-feature-discovery", _nfd_values()),
         (KEY_NVIDIA_DRA_DRIVER, helm.Chart("dra-driver-nvidia-gpu",
                                   "oci://registry.k8s.io/dra-driver-nvidia/charts",
                                   versions.nvidiaDraDriver or pins.nvidiaDraDriver),
