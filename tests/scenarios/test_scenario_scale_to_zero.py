@@ -92,3 +92,38 @@ def test_quickstart_scales_to_zero_and_back_to_one(quickstart: ControlPlane):
     assert conditions(qwen)["ReplicasReady"] == ("True", "AllReplicasReady", "1 of 1 ready")
     assert condition_status(qwen, "Ready") == "True"
     assert condition_status(find(plane, "ModelService", "chat"), "Ready") == "True"
+
+
+def _route_backends(plane: ControlPlane) -> set[str]:
+    return {ref["name"] for rule in route_rules(plane) for ref in rule.get("backendRefs") or []}
+
+
+def test_scaling_down_takes_a_replica_out_of_the_route_before_deleting_it():
+    """Round by round, the ModelService's route never sends traffic to a backend that is gone:
+    the going replica's endpoint is labelled retiring, the service drops it from its route,
+    and only then are the replica and its endpoint deleted (issue 24 item 4)."""
+    with session(QUICKSTART) as plane:
+        converge(plane)
+        assert len(replicas(plane, QWEN)) == 2
+        scale(plane, 1)
+        saw_retiring = False
+        for _ in range(60):
+            report = plane.round()
+            services = {
+                s["metadata"]["name"] for s in plane.list(kind="Service", namespace=NAMESPACE)
+            }
+            assert _route_backends(plane) <= services, "the route sends to a deleted backend"
+            saw_retiring = saw_retiring or any(
+                (e["metadata"].get("labels") or {}).get("modelplane.ai/retiring") == "true"
+                for e in plane.list(kind="ModelEndpoint", namespace=NAMESPACE)
+            )
+            if not report.changed and len(replicas(plane, QWEN)) == 1:
+                break
+        converge(plane)
+        assert saw_retiring
+        (kept,) = replicas(plane, QWEN)
+        assert routed(plane, "chat") == {kept: 1}
+        assert find(plane, "ModelDeployment", QWEN)["status"]["replicas"] == {
+            "total": 1,
+            "ready": 1,
+        }

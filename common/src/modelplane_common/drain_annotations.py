@@ -7,3 +7,7 @@ DRAINING = "modelplane.ai/draining"
 BLOCKED = "modelplane.ai/drain-blocked"
 # On a replacement: the name of the draining replica it takes over from.
 REPLACES = "modelplane.ai/replaces"
+# A label on a ModelEndpoint whose replica is going (a scale-down, or a drain whose successor
+# serves): ModelServices take it out of their routes, and the replica and endpoint are deleted
+# only once no route sends them traffic (make-before-break, docs/model-deployment.md).
+RETIRING = "modelplane.ai/retiring"

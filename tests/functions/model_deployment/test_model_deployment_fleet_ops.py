@@ -180,12 +180,18 @@ def _drain_response(routes):
     )
 
 
-def _drained_when(routes) -> set[str]:
-    return set(desired_resources(_drain_response(routes)))
+def _drained_when(routes) -> str:
+    """OLD: the old replica still serves; RETIRING: it is kept, its endpoint labelled so
+    ModelServices take it out of their routes; NEW: it is gone."""
+    desired = desired_resources(_drain_response(routes))
+    if "replica-a-0" not in desired:
+        assert set(desired) == {"replica-b-0", "endpoint-b-0"}
+        return NEW
+    labels = desired["endpoint-a-0"]["metadata"].get("labels") or {}
+    return RETIRING if labels.get("modelplane.ai/retiring") == "true" else OLD
 
 
-OLD = {"replica-a-0", "endpoint-a-0", "replica-b-0", "endpoint-b-0"}
-NEW = {"replica-b-0", "endpoint-b-0"}
+OLD, RETIRING, NEW = "old replica serving", "old replica retiring", "old replica gone"
 
 
 def test_a_draining_replica_waits_until_every_route_to_the_deployment_sends_to_its_successor():
@@ -195,7 +201,8 @@ def test_a_draining_replica_waits_until_every_route_to_the_deployment_sends_to_i
     cases = [
         ("no ModelService routes to the deployment", [], NEW),
         ("the route still sends only to the old backend", [route(backend("a", 0))], OLD),
-        ("the route sends to both", [route(backend("a", 0), backend("b", 0))], NEW),
+        # Make-before-break to the end: out of the route first, deleted once out of it.
+        ("the route sends to both", [route(backend("a", 0), backend("b", 0))], RETIRING),
         ("the route already moved on", [route(backend("b", 0))], NEW),
         (
             "one service moved, another did not",

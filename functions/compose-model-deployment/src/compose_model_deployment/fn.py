@@ -373,6 +373,7 @@ def compose(request: Request) -> Outcome:
         _observed_replicas(request, fleet_replicas),
         now=now(request.context),
         serving=_serving(request, clusters),
+        routed=_routed(request),
     )
     return _outcome(request, outcome, deployment, clusters, result)
 
@@ -440,6 +441,40 @@ def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
     )
 
 
+def _routed(request: Request) -> frozenset[str]:
+    """Our replicas some HTTPRoute of the namespace may still send traffic to: the backend
+    their endpoint publishes has weight in a route, or, when the endpoint's status.routing is
+    missing or malformed, a route still rewrites to its path. All of them while the routes are
+    not resolved. A going replica among these is withdrawn from routes before it is deleted."""
+    endpoints = [body for key, body in request.observed.items() if key.startswith(_ENDPOINT_PREFIX)]
+    routes = request.required(SERVICE_ROUTES)
+    if routes is None:
+        return frozenset(tolerant.name_of(body) for body in endpoints)
+    sent = set().union(*map(weighted_backends, routes))
+    paths = set().union(*map(_rewrite_paths, routes))
+    routed = set()
+    for body in endpoints:
+        routing = tolerant.at(body, "status", "routing")
+        backend = tolerant.text(routing, "backendName")
+        if backend is None and not isinstance(routing, Mapping):
+            routed_now = tolerant.text(body, "spec", "rewritePath") in paths
+        else:
+            routed_now = bool(backend) and backend in sent
+        if routed_now:
+            routed.add(tolerant.name_of(body))
+    return frozenset(routed)
+
+
+def _rewrite_paths(route: Mapping[str, Any]) -> set[str]:
+    return {
+        str(path)
+        for rule in tolerant.maps(route, "spec", "rules")
+        for ref in tolerant.maps(rule, "backendRefs")
+        for found in tolerant.maps(ref, "filters")
+        if (path := tolerant.text(found, "urlRewrite", "path", "replacePrefixMatch"))
+    }
+
+
 def weighted_backends(route: Mapping[str, Any]) -> set[str]:
     """Names of the core Service backends a route sends traffic to (weight above zero)."""
     found = set()
@@ -484,6 +519,9 @@ def _outcome(
         cluster = by_name[placement.cluster]
         endpoint = names.endpoint_key(placement.cluster, placement.index)
         observed_endpoint = request.observed.get(endpoint)
+        if placement.retiring:
+            _compose_retiring(outcome, endpoint, observed_endpoint)
+            continue
         serves, why = _serves(observed, cluster)
         if why:
             # Kept where it is (retention ignores readiness), but no new traffic goes there and
@@ -502,7 +540,12 @@ def _outcome(
             _note_unknown(unknowns, cluster, placement.name, observed)
 
     outcome.composite_status = {
-        "replicas": {"total": len(result.placements), "ready": min(ready, wanted)},
+        # Retiring replicas are out of every route already: the scale subresource and an
+        # autoscaler see what was asked for, not what is still being taken down.
+        "replicas": {
+            "total": len(result.placements) - len(result.retiring),
+            "ready": min(ready, wanted),
+        },
         "selector": selector(deployment.name),
     }
     if unknowns:
@@ -560,11 +603,22 @@ def _outcome(
     elif placed == 0 or ready < wanted:
         # With nothing composed Crossplane would call the deployment trivially ready.
         outcome.composite_ready = False
-    if result.draining:
-        # What lets a draining replica go (its successor in every route) is read through
+    if result.draining or result.retiring:
+        # What lets a draining or retiring replica go (its successor in every route) is read through
         # requirements, which Crossplane does not watch: look again soon, not after the TTL.
         outcome.ttl = SETTLING_TTL
     return outcome
+
+
+def _compose_retiring(outcome: Outcome, key: str, observed: Mapping[str, Any] | None) -> None:
+    """A retiring replica's endpoint, labelled so ModelServices take it out of their routes;
+    it goes with its replica once no route sends it traffic."""
+    if observed is None:
+        return
+    body = held(observed)
+    labels = body.setdefault("metadata", {}).setdefault("labels", {})
+    labels[drain_annotations.RETIRING] = "true"
+    outcome.compose(key, body, ready=is_ready(observed))
 
 
 def _scaled_to_zero(request: Request) -> str:

@@ -80,6 +80,14 @@ def drain_message(schedule_: Schedule, prefix: str = "") -> str:
     if stuck:
         listed = ", ".join(f"{p.name} on {p.cluster} ({p.draining})" for p in stuck)
         parts.append(f"kept serving, no other cluster fits: {listed}")
+    retiring = schedule_.retiring
+    if retiring:
+        listed = ", ".join(f"{p.name} ({p.retiring})" for p in retiring[:MAX_REASON_GROUPS])
+        more = len(retiring) - MAX_REASON_GROUPS
+        parts.append(
+            f"retiring, out of routes until no route sends them traffic: {listed}"
+            + (f" and {more} more" if more > 0 else "")
+        )
     return prefix + "; ".join(parts) if parts else ""
 
 

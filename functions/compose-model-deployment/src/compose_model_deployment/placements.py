@@ -29,6 +29,9 @@ class Placement:
     draining: str = ""
     replaces: str = ""  # the name of the draining replica this one takes over from
     stuck: bool = False  # draining, but no other cluster can take its replacement
+    # Going (a scale-down victim, or a drained replica whose successor serves) while a route
+    # still sends it traffic: withdrawn from routes first, deleted once none does.
+    retiring: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +64,14 @@ class Schedule:
 
     @property
     def staying(self) -> list[Placement]:
-        """The replicas that count towards spec.replicas (draining ones are on their way out)."""
-        return [p for p in self.placements if not p.draining]
+        """The replicas that count towards spec.replicas (draining and retiring ones are on
+        their way out)."""
+        return [p for p in self.placements if not p.draining and not p.retiring]
 
     @property
     def draining(self) -> list[Placement]:
         return [p for p in self.placements if p.draining]
+
+    @property
+    def retiring(self) -> list[Placement]:
+        return [p for p in self.placements if p.retiring]

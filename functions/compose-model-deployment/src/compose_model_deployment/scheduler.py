@@ -189,13 +189,25 @@ def _fails_only_on_unreadable_devices(engine: Engine, pool: Pool) -> bool:
     return all(r is not None for r in optimistic) and any(optimistic)
 
 
-def _scale_down(kept: list[Placement], replicas: int) -> list[Placement]:
+def _scale_down(kept: list[Placement], replicas: int) -> tuple[list[Placement], list[Placement]]:
+    """(the replicas that stay, the victims) in the documented order: from the cluster with
+    the most replicas, on a tie the one whose name sorts last, there the highest index."""
     kept = list(kept)
+    victims = []
     while len(kept) > replicas:
         load = Counter(p.cluster for p in kept)
         victim = max(kept, key=lambda p: (load[p.cluster], p.cluster, p.index))
         kept.remove(victim)
-    return kept
+        victims.append(victim)
+    return kept, victims
+
+
+def _retire(placement: Placement, why: str) -> Placement:
+    """A going replica some route still sends traffic to: kept exactly as it runs, its
+    endpoint withdrawn from routes, until no route does (make-before-break)."""
+    return dataclasses.replace(
+        placement, frozen=True, draining="", replaces="", stuck=False, retiring=why
+    )
 
 
 def must_leave(deployment: Deployment, cluster: Cluster, now: datetime.datetime | None) -> str:
@@ -237,12 +249,15 @@ def schedule(
     *,
     now: datetime.datetime | None = None,
     serving: frozenset[str] = frozenset(),
+    routed: frozenset[str] = frozenset(),
 ) -> Schedule:
     """Place ``deployment``. Selectors must compile (compile_selectors) first.
 
     ``replicas`` is every observed ModelReplica of the fleet, ours and others'. ``now`` is
     the clock failover is judged by (None: no failover); ``serving`` names our replicas that
-    are Ready and routed (their endpoint Ready), which lets draining replicas go.
+    are Ready and routed (their endpoint Ready), which lets draining replicas go; ``routed``
+    names our replicas some route may still send traffic to: one of those that is going
+    (scale-down, or a drain whose successor serves) is retired first, not deleted.
     """
     in_set = {
         c.name: c
@@ -281,13 +296,19 @@ def schedule(
             settled.append(placement)
 
     # Phase 2: scale down (draining replicas leave by themselves).
-    settled = _scale_down(settled, deployment.replicas)
+    settled, victims = _scale_down(settled, deployment.replicas)
     still_needed = max(0, deployment.replicas - sum(p.name in serving for p in settled))
     taken_over = {partner: name for name, partner in _replaces(settled).items()}
     # Keep those still serving, and whose replacement does not serve yet, first.
     leaving.sort(key=lambda p: (taken_over.get(p.name) in serving, p.name not in serving, p.name))
-    leaving = leaving[:still_needed]
-    kept = settled + leaving
+    leaving, released = leaving[:still_needed], leaving[still_needed:]
+    # What goes while a route may still send it traffic is withdrawn first and deleted on a
+    # later reconcile, once no route does; what no route reaches goes now.
+    going = [(p, "scale-down") for p in victims] + [
+        (p, f"replaced ({p.draining})") for p in released
+    ]
+    retiring = [_retire(p, why) for p, why in going if p.name in routed]
+    kept = settled + leaving + retiring
 
     # Capacity ledgers: every other replica and our kept ones, at the devices they run with,
     # packed in canonical order (packing.py), so every reconcile computes the same picture.
@@ -317,7 +338,7 @@ def schedule(
 
     # Phase 3: fill.
     placements = list(kept)
-    load = Counter(p.cluster for p in placements)
+    load = Counter(p.cluster for p in placements if not p.retiring)
     views: dict[str, ClusterView] = {}
     indices: dict[str, set[int]] = {}
     for placement in placements:

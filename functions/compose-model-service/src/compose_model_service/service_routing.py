@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from modelplane_common import tolerant
+from modelplane_common import drain_annotations, tolerant
 from modelplane_common.endpoint_url import EndpointURL, InvalidURLError, parse_endpoint_url
 from modelplane_common.plain import JSON
 
@@ -63,9 +63,12 @@ def gather(
             name = tolerant.name_of(obj)
             if not name or tolerant.text(obj, "metadata", "namespace") != namespace or name in seen:
                 continue
-            if not labels or not _has_labels(
-                tolerant.mapping(obj, "metadata", "labels") or {}, labels
-            ):
+            have = tolerant.mapping(obj, "metadata", "labels") or {}
+            if not labels or not _has_labels(have, labels):
+                continue
+            if have.get(drain_annotations.RETIRING) == "true":
+                # Its replica is going: out of the route first, deleted once no route sends
+                # it traffic (the ModelDeployment waits for this route to drop it).
                 continue
             seen.add(name)
             members.append(_endpoint(obj))
