@@ -42,9 +42,14 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 # Not Microsoft's `sku=gpu` example: the engines and the DRA kubelet plugin tolerate
 # nvidia.com/gpu (as on GKE and EKS), and a GPU node must repel everything else.
 GPU_TAINT = "nvidia.com/gpu=true:NoSchedule"
+# AMD pools: the engines claiming gpu.amd.com and AMD's DRA kubelet plugin tolerate this key.
+AMD_GPU_TAINT = "amd.com/gpu=true:NoSchedule"
 # AKS installs the NVIDIA driver on the node image (at /) and no device plugin: what the DRA
 # driver the ServingStack installs needs. "None" would leave the node without a driver.
 GPU_DRIVER = "Install"
+# AKS's Install is NVIDIA's driver, wrong on an MI300X node: the amdgpu kernel driver comes
+# from AMD's GPU Operator, the platform team's (design/amd-gpus.md).
+AMD_GPU_DRIVER = "None"
 SYSTEM_POOL = "system"
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 KUBECONFIG_KEY = "kubeconfig"
@@ -215,8 +220,13 @@ def pool_labels(pool: NodePool) -> dict[str, str]:
     labels = {POOL_LABEL: pool.name}
     if pool.role == "GPU" and pool.gpu is not None:
         labels[GPU_LABEL] = pool.gpu.acceleratorType
-        labels[GPU_PRESENT_LABEL] = "true"
+        if not _amd(pool):
+            labels[GPU_PRESENT_LABEL] = "true"
     return labels
+
+
+def _amd(pool: NodePool) -> bool:
+    return pool.gpu is not None and pool.gpu.vendor == "AMD"
 
 
 def node_pool_manifest(pool: NodePool) -> JSON:
@@ -235,8 +245,8 @@ def node_pool_manifest(pool: NodePool) -> JSON:
         "nodeLabels": pool_labels(pool),
     }
     if gpu:
-        for_provider["gpuDriver"] = GPU_DRIVER
-        for_provider["nodeTaints"] = [GPU_TAINT]
+        for_provider["gpuDriver"] = AMD_GPU_DRIVER if _amd(pool) else GPU_DRIVER
+        for_provider["nodeTaints"] = [AMD_GPU_TAINT if _amd(pool) else GPU_TAINT]
     zones = zone_names(pool)
     if zones:
         for_provider["zones"] = zones

@@ -180,12 +180,26 @@ def _pool_provisioning(
         block = None
         if spec.provisioning is not None and spec.provisioning.provider == cloud:
             block = getattr(spec.provisioning, cloud.lower())
-        problems.append(
-            ""
-            if block is not None
-            else f"InferenceClass {pool.className} has no {cloud} provisioning block"
-        )
+        if block is None:
+            problems.append(f"InferenceClass {pool.className} has no {cloud} provisioning block")
+        elif cloud in NO_AMD_GPUS and has_amd_devices(classes[pool.className]):
+            problems.append(
+                f"InferenceClass {pool.className} has AMD devices (driver {AMD_DRA_DRIVER}) and "
+                f"{cloud} offers no AMD GPUs: provision the pool on AKS (ND MI300X v5) or "
+                "adopt its nodes in an Existing cluster"
+            )
+        else:
+            problems.append("")
     return problems
+
+
+# Clouds without AMD GPU machines: an AMD class provisioned there is refused, by pool.
+NO_AMD_GPUS = ("GKE", "EKS", "Nebius")
+
+
+def has_amd_devices(found: InferenceClass) -> bool:
+    """Whether a class's nodes are AMD's: one of its devices is published by gpu.amd.com."""
+    return any(device.driver == AMD_DRA_DRIVER for device in found.spec.devices or [])
 
 
 def _sizes(pool: ic.NodePool) -> JSON:
@@ -268,6 +282,10 @@ def aks_pools(
             **_sizes(pool),
             "gpu": aks.Gpu(acceleratorType=block.accelerator.type),
         }
+        if has_amd_devices(classes[pool.className]):
+            # ND MI300X v5: AMD's taint, no NVIDIA driver (design/amd-gpus.md). NVIDIA pools
+            # keep the XRD's default, so their AKSCluster spec is unchanged.
+            fields["gpu"].vendor = "AMD"
         if (zones := _zones(pool)) is not None:
             fields["zones"] = zones
         out.append(aks.NodePool(**fields))

@@ -23,6 +23,7 @@ class Gpu(BaseModel):
         populate_by_name=True,
     )
     acceleratorType: Annotated[str, Field(max_length=63, min_length=1)]
+    vendor: Literal["NVIDIA", "AMD"] | None = "NVIDIA"
 
 
 class Zone(RootModel[str]):
