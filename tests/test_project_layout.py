@@ -197,6 +197,7 @@ _MANAGED_GROUP = re.compile(
 
 
 _FAMILIES = ("aws", "azure", "gcp")
+_MONOLITHIC = ("vultr", "nebius")
 
 
 def _provider_package(match: re.Match[str]) -> str:
@@ -207,6 +208,9 @@ def _provider_package(match: re.Match[str]) -> str:
     if not cloud and service in _FAMILIES:
         # A cloud's bare group (azure.m.upbound.io: ResourceGroup) is its family provider's.
         name = f"provider-family-{service}"
+    if (cloud or service) in _MONOLITHIC:
+        # One package serves every group of such a provider (vke.vultr -> provider-vultr).
+        name = f"provider-{cloud or service}"
     return f"xpkg.upbound.io/upbound/{name}"
 
 

@@ -404,6 +404,12 @@ def _cloud_at_provider(obj: JSON) -> JSON:
         extra = _AZURE.get(kind)
         if extra:
             at.update(extra(name, project, region, seed, for_provider))
+    elif "nebius" in group:
+        at.update(_nebius_at_provider(kind, seed, for_provider))
+    elif "vultr" in group:
+        extra = _VULTR.get(kind)
+        if extra:
+            at.update(extra(name, project, region, seed, for_provider))
     return at
 
 
@@ -462,6 +468,53 @@ _AZURE: dict[str, AtProviderRule] = {
         "currentKubernetesVersion": str(fp.get("kubernetesVersion", "1.35")),
     },
 }
+
+
+# VKE answers with a cluster UUID and the control plane's domain under vultr-k8s.com.
+_VULTR: dict[str, AtProviderRule] = {
+    "Kubernetes": lambda name, project, region, seed, fp: {
+        "id": _uuid(seed),
+        "endpoint": f"{_uuid(seed)}.vultr-k8s.com",
+        "ip": address_in("45", seed),
+        "status": "active",
+    },
+    "KubernetesNodePool": lambda name, project, region, seed, fp: {
+        "id": _uuid(seed + "/pool"),
+        "status": "active",
+    },
+}
+
+
+def _uuid(seed: str) -> str:
+    digest = short_hash(seed, length=32)
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+# Nebius IDs are a type prefix, "e00" and 17 lowercase letters and digits; mk8s clusters and
+# node groups report their state under atProvider.status.
+_NEBIUS_ID_PREFIX = {
+    "Network": "vpcnetwork",
+    "Subnet": "vpcsubnet",
+    "Cluster": "mk8scluster",
+    "NodeGroup": "mk8snodegroup",
+    "GpuCluster": "computegpucluster",
+    "Filesystem": "computefilesystem",
+}
+
+
+def _nebius_at_provider(kind: str, seed: str, for_provider: JSON) -> JSON:
+    at: JSON = {
+        "id": f"{_NEBIUS_ID_PREFIX.get(kind, kind.lower())}-e00{short_hash(seed, length=17)}"
+    }
+    if kind == "Cluster":
+        version = str(lookup(for_provider, ".controlPlane.version") or "1.34")
+        at["status"] = {"state": "RUNNING", "controlPlane": {"version": f"{version}.0-nebius-cp.1"}}
+    elif kind == "NodeGroup":
+        low = lookup(for_provider, ".autoscaling.minNodeCount") or 0
+        at["status"] = {"state": "RUNNING", "nodeCount": low, "readyNodeCount": low}
+    elif kind == "Filesystem":
+        at["status"] = {"state": "READY"}
+    return at
 
 
 def _release_at_provider(obj: JSON) -> JSON:

@@ -21,7 +21,13 @@ from modelplane_common.plain import JSON
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    nebiuscluster as nebius,
+)
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    vultrcluster as vultr,
+)
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 
 from compose_inference_cluster import cluster_drain as drain
@@ -32,6 +38,9 @@ from compose_inference_cluster import tenants
 CLUSTER_READY = "ClusterReady"
 POOLS_RESOLVED = "PoolsResolved"
 BACKEND_READY = "BackendReady"
+# A cloud XR whose published kubeconfig lacks an identity (NebiusCluster) says so this way.
+KUBECONFIG_READY = "KubeconfigReady"
+KUBECONFIG_INCOMPLETE = "KubeconfigIncomplete"
 REPLICAS_REQUIREMENT = "model-replicas"
 # The replicas' provider-kubernetes Objects on this cluster: a deleted replica's Objects are
 # deleted in the background and still need the cluster (its ProviderConfig, the CRDs of its
@@ -220,7 +229,14 @@ def _hold(
 
 def _observed_ready(key: str, body: JSON) -> bool:
     """Readiness of a held resource, by the same rules as when it is composed normally."""
-    if key in (rs.KEY_GKE, rs.KEY_EKS, rs.KEY_AKS, rs.KEY_SERVING_STACK):
+    if key in (
+        rs.KEY_GKE,
+        rs.KEY_EKS,
+        rs.KEY_AKS,
+        rs.KEY_VULTR,
+        rs.KEY_NEBIUS,
+        rs.KEY_SERVING_STACK,
+    ):
         return is_ready(body)
     return True
 
@@ -297,6 +313,30 @@ def _compose_cloud(
             body = rs.aks_cluster(name, aks_spec, _in_spec_order(node_pools_aks, cluster))
         # AKS installs the driver on the node image, at / (gpuDriver: Install).
         driver_root = None
+    elif source == "Vultr":
+        vultr_spec = cluster.spec.cluster.vultr
+        assert vultr_spec is not None  # XRD rule
+        key, kind, usage_key = rs.KEY_VULTR, "VultrCluster", rs.KEY_USAGE_VULTR
+        node_pools_vultr = pl.vultr_pools(pools, classes) + pl.carried_pools(
+            observed.get(rs.KEY_VULTR), unavailable, vultr.NodePool
+        )
+        node_pools = list(node_pools_vultr)
+        if node_pools_vultr:
+            body = rs.vultr_cluster(name, vultr_spec, _in_spec_order(node_pools_vultr, cluster))
+        # Vultr's GPU node images carry the vendor's host driver at / (design/cloud-clusters.md).
+        driver_root = None
+    elif source == "Nebius":
+        nebius_spec = cluster.spec.cluster.nebius
+        assert nebius_spec is not None  # XRD rule
+        key, kind, usage_key = rs.KEY_NEBIUS, "NebiusCluster", rs.KEY_USAGE_NEBIUS
+        node_pools_nebius = pl.nebius_pools(pools, classes) + pl.carried_pools(
+            observed.get(rs.KEY_NEBIUS), unavailable, nebius.NodePool
+        )
+        node_pools = list(node_pools_nebius)
+        if node_pools_nebius:
+            body = rs.nebius_cluster(name, nebius_spec, _in_spec_order(node_pools_nebius, cluster))
+        # The drivers preset puts the NVIDIA driver on the node image, at /.
+        driver_root = None
     else:
         eks_spec = cluster.spec.cluster.eks
         assert eks_spec is not None  # XRD rule
@@ -327,8 +367,9 @@ def _compose_cloud(
     kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
     identity = next((s for s in secrets if s.type == "GCPServiceAccountKey"), None)
     if source != "GKE":
-        # EKS: the AWS provider refreshes the kubeconfig's token; AKS: the kubeconfig carries
-        # a client certificate. Neither needs an identity.
+        # EKS: the AWS provider refreshes the kubeconfig's token; AKS and Vultr: the
+        # kubeconfig carries a client certificate; Nebius: the platform team's kubeconfig
+        # carries a service-account token. None needs an identity.
         identity = None
 
     # ClusterProviderConfig: gated on the cloud XR being Ready with a kubeconfig (C3).
@@ -367,8 +408,14 @@ def _compose_cloud(
     if usage_key not in outcome.resources and usage_key in observed:
         outcome.compose(usage_key, held(observed[usage_key]), ready=True)
 
+    incomplete = condition(cloud, KUBECONFIG_READY) or {}
     if cloud_ready:
         outcome.condition(CLUSTER_READY, True, "ClusterRunning")
+    elif incomplete.get("status") == "False" and incomplete.get("reason") == KUBECONFIG_INCOMPLETE:
+        # Nebius: the cluster runs, but no ProviderConfig can reach it before the platform
+        # team's kubeconfig exists; say which step is missing.
+        message = f"{kind} {name}: {incomplete.get('message', '')}"
+        outcome.condition(CLUSTER_READY, False, KUBECONFIG_INCOMPLETE, message)
     else:
         outcome.condition(CLUSTER_READY, False, "Provisioning", f"{kind} {name} is not Ready yet")
     _backend_condition(outcome, observed, cluster_ready=cloud_ready)

@@ -19,10 +19,16 @@ from modelplane_common.semver import bad_version_attributes
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    nebiuscluster as nebius,
+)
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    vultrcluster as vultr,
+)
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferenceclass import InferenceClass
 
-Cloud = Literal["GKE", "EKS", "AKS"]
+Cloud = Literal["GKE", "EKS", "AKS", "Vultr", "Nebius"]
 
 
 def class_requirement(class_name: str) -> str:
@@ -148,7 +154,7 @@ def unavailable_pools(
             bad[pool.name] = f"InferenceClass {name} not resolved yet"
         elif name in classes.invalid:
             bad[pool.name] = f"InferenceClass {name} is invalid: {classes.invalid[name]}"
-    if source in ("GKE", "EKS", "AKS"):
+    if source in ("GKE", "EKS", "AKS", "Vultr", "Nebius"):
         resolved = [p for p in pools if p.name not in bad]
         for pool, problem in zip(
             resolved, _pool_provisioning(resolved, classes.resolved, source), strict=True
@@ -289,4 +295,48 @@ def aks_pools(
         if (zones := _zones(pool)) is not None:
             fields["zones"] = zones
         out.append(aks.NodePool(**fields))
+    return out
+
+
+def vultr_pools(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]
+) -> list[vultr.NodePool]:
+    """VultrCluster ``spec.nodePools``: the plan from the class, sizes from the pool (VKE has
+    no zones); AMD when the class's devices are AMD's, for the node taint and labels."""
+    out = []
+    for pool in pools:
+        spec = classes[pool.className].spec
+        block = spec.provisioning.vultr if spec.provisioning else None
+        assert block is not None  # unavailable_pools holds back pools without one
+        amd = any(device.driver == AMD_DRA_DRIVER for device in spec.devices or [])
+        gpu = vultr.Gpu(acceleratorType=block.accelerator.type, vendor="AMD" if amd else "NVIDIA")
+        out.append(
+            vultr.NodePool(name=pool.name, role="GPU", plan=block.plan, **_sizes(pool), gpu=gpu)
+        )
+    return out
+
+
+def nebius_pools(
+    pools: Sequence[ic.NodePool], classes: Mapping[str, InferenceClass]
+) -> list[nebius.NodePool]:
+    """NebiusCluster ``spec.nodePools``: platform and preset from the class, sizes from the
+    pool, and the pool's one zone (if any) as its InfiniBand fabric."""
+    out = []
+    for pool in pools:
+        provisioning = classes[pool.className].spec.provisioning
+        block = provisioning.nebius if provisioning else None
+        assert block is not None  # unavailable_pools holds back pools without one
+        fields: JSON = {
+            "name": pool.name,
+            "role": "GPU",
+            "platform": block.platform,
+            "preset": block.preset,
+            "diskSizeGb": block.diskSizeGb if block.diskSizeGb is not None else 256,
+            "driversPreset": block.driversPreset or "cuda12",
+            **_sizes(pool),
+            "gpu": nebius.Gpu(acceleratorType=block.accelerator.type),
+        }
+        if zones := _zones(pool):
+            fields["infinibandFabric"] = zones[0]
+        out.append(nebius.NodePool(**fields))
     return out

@@ -9,7 +9,13 @@ from modelplane_common.naming import CLUSTER_LABEL, child_name
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    nebiuscluster as nebius,
+)
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
+from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import (
+    vultrcluster as vultr,
+)
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import (
     clusterproviderconfig as cpc,
 )
@@ -22,11 +28,16 @@ NAMESPACE = "modelplane-system"
 INFRA_API = "infrastructure.modelplane.ai/v1alpha1"
 GKE_DRIVER_ROOT = "/home/kubernetes/bin/nvidia"
 GKE_RWX_CLASS = "modelplane-rwx"
+# Nebius's mounted-filesystem CSI class: at this name the NebiusCluster composes the shared
+# filesystem it serves (attached to every GPU node group).
+NEBIUS_RWX_CLASS = "csi-mounted-fs-path-sc"
 
 # Composed-resource keys (spec C2).
 KEY_GKE = "gke-cluster"
 KEY_EKS = "eks-cluster"
 KEY_AKS = "aks-cluster"
+KEY_NEBIUS = "nebius-cluster"
+KEY_VULTR = "vultr-cluster"
 KEY_PROVIDER_CONFIG = "cluster-provider-config-kubernetes"
 KEY_SERVING_STACK = "serving-stack"
 KEY_STORAGE_CLASS = "storage-class-rwx"
@@ -34,7 +45,15 @@ KEY_USAGE_REPLICAS = "usage-replicas"
 KEY_USAGE_GKE = "usage-gke-by-backend"
 KEY_USAGE_EKS = "usage-eks-by-backend"
 KEY_USAGE_AKS = "usage-aks-by-backend"
-USAGE_KEYS = {"GKECluster": KEY_USAGE_GKE, "EKSCluster": KEY_USAGE_EKS, "AKSCluster": KEY_USAGE_AKS}
+KEY_USAGE_NEBIUS = "usage-nebius-by-backend"
+KEY_USAGE_VULTR = "usage-vultr-by-backend"
+USAGE_KEYS = {
+    "GKECluster": KEY_USAGE_GKE,
+    "EKSCluster": KEY_USAGE_EKS,
+    "AKSCluster": KEY_USAGE_AKS,
+    "NebiusCluster": KEY_USAGE_NEBIUS,
+    "VultrCluster": KEY_USAGE_VULTR,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +103,44 @@ def aks_cluster(ic_name: str, spec: ic.Aks, pools: Sequence[aks.NodePool]) -> ak
             kubernetesVersion=spec.kubernetesVersion or "1.35",
             nodePools=list(pools),
         ),
+    )
+
+
+def vultr_cluster(
+    ic_name: str, spec: ic.Vultr, pools: Sequence[vultr.NodePool]
+) -> vultr.VultrCluster:
+    return vultr.VultrCluster(
+        metadata={"name": ic_name, "namespace": NAMESPACE},
+        spec=vultr.Spec(
+            region=spec.region,
+            kubernetesVersion=spec.kubernetesVersion or "v1.35.0+1",
+            highAvailability=bool(spec.highAvailability),
+            nodePools=list(pools),
+        ),
+    )
+
+
+def nebius_cluster(
+    ic_name: str, spec: ic.Nebius, pools: Sequence[nebius.NodePool]
+) -> nebius.NebiusCluster:
+    """The filesystem for caches only at the default cache class, which serves it."""
+    cache = spec.cache
+    ref = spec.credentialsSecretRef
+    fields: dict = {
+        "projectId": spec.projectId,
+        "kubernetesVersion": spec.kubernetesVersion or "1.34",
+        "credentialsSecretRef": nebius.CredentialsSecretRef(
+            name=ref.name, key=ref.key or "kubeconfig"
+        ),
+        "nodePools": list(pools),
+    }
+    if ((cache.storageClassName if cache else None) or NEBIUS_RWX_CLASS) == NEBIUS_RWX_CLASS:
+        fields["cache"] = nebius.Cache(
+            sizeGibibytes=(cache.filesystemSizeGibibytes if cache else None) or 1024,
+            type=(cache.filesystemType if cache else None) or "NETWORK_SSD",
+        )
+    return nebius.NebiusCluster(
+        metadata={"name": ic_name, "namespace": NAMESPACE}, spec=nebius.Spec(**fields)
     )
 
 

@@ -19,6 +19,10 @@ SOURCE_STORAGE_CLASS = {
     "GKE": ("gke", DEFAULT_STORAGE_CLASS),
     "EKS": ("eks", "modelplane-rwx-efs"),
     "AKS": ("aks", "azurefile-csi"),
+    # Nebius: the mounted-filesystem CSI class over the NebiusCluster's shared filesystem.
+    "Nebius": ("nebius", "csi-mounted-fs-path-sc"),
+    # Vultr File System through VKE's CSI driver: the RWX class VKE ships.
+    "Vultr": ("vultr", "vultr-vfs-storage"),
     "Existing": ("existing", DEFAULT_STORAGE_CLASS),
 }
 

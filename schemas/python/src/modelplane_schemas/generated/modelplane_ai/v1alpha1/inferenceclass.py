@@ -35,6 +35,27 @@ class Aks(BaseModel):
     accelerator: Accelerator
 
 
+class Vultr(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    plan: Annotated[str, Field(max_length=63, min_length=1)]
+    accelerator: Accelerator
+
+
+class Nebius(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    platform: Annotated[str, Field(max_length=63, min_length=1)]
+    preset: Annotated[str, Field(max_length=63, min_length=1)]
+    diskSizeGb: Annotated[int | None, Field(ge=64, le=4096)] = 256
+    driversPreset: Annotated[str | None, Field(max_length=32, min_length=1)] = "cuda12"
+    accelerator: Accelerator
+
+
 class Eks(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -50,9 +71,11 @@ class Provisioning(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    provider: Literal["GKE", "EKS", "AKS"]
+    provider: Literal["GKE", "EKS", "AKS", "Vultr", "Nebius"]
     gke: Gke | None = None
     aks: Aks | None = None
+    vultr: Vultr | None = None
+    nebius: Nebius | None = None
     eks: Eks | None = None
 
 

@@ -118,16 +118,71 @@ class Aks(BaseModel):
     cache: Annotated[Cache3 | None, Field(validate_default=True)] = {}
 
 
+class Cache4(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    storageClassName: Annotated[str | None, Field(max_length=253, min_length=1)] = (
+        "vultr-vfs-storage"
+    )
+
+
+class Vultr(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    region: Annotated[str, Field(max_length=3, min_length=3)]
+    kubernetesVersion: Annotated[str | None, Field(max_length=32, min_length=1)] = "v1.35.0+1"
+    highAvailability: bool | None = False
+    cache: Annotated[Cache4 | None, Field(validate_default=True)] = {}
+
+
+class CredentialsSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(max_length=253, min_length=1)]
+    key: Annotated[str | None, Field(max_length=253, min_length=1)] = "kubeconfig"
+
+
+class Cache5(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    storageClassName: Annotated[str | None, Field(max_length=253, min_length=1)] = (
+        "csi-mounted-fs-path-sc"
+    )
+    filesystemSizeGibibytes: Annotated[int | None, Field(ge=1, le=1048576)] = 1024
+    filesystemType: Literal["NETWORK_SSD", "NETWORK_HDD", "WEKA", "VAST"] | None = "NETWORK_SSD"
+
+
+class Nebius(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    projectId: Annotated[str, Field(max_length=64, min_length=1)]
+    kubernetesVersion: Annotated[str | None, Field(max_length=16, min_length=1)] = "1.34"
+    credentialsSecretRef: CredentialsSecretRef
+    cache: Annotated[Cache5 | None, Field(validate_default=True)] = {}
+
+
 class Cluster(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
-    source: Literal["GKE", "EKS", "AKS", "Existing"]
+    source: Literal["GKE", "EKS", "AKS", "Vultr", "Existing", "Nebius"]
     existing: Existing | None = None
     gke: Gke | None = None
     eks: Eks | None = None
     aks: Aks | None = None
+    vultr: Vultr | None = None
+    nebius: Nebius | None = None
 
 
 class Zone(RootModel[str]):
