@@ -111,7 +111,9 @@ def test_xrd_requires_the_name_default_and_metallb_settings():
     bad = gateway_xr(traefik={"loadBalancer": "MetalLB", "metallb": {"addressPool": "lots"}})
     assert "spec.traefik.metallb.addressPool" in " ".join(str(p) for p in validate_object(bad))
     assert validate_object(DEFAULT) == [] and validate_object(METALLB) == []
-    assert DEFAULT["spec"] == {"backend": "Traefik", "traefik": {"version": "40.2.0"}}
+    assert DEFAULT["spec"] == {
+        "backend": "Traefik", "traefik": {"version": "40.2.0", "podMonitor": {"enabled": False}}
+    }  # fmt: skip
 
 
 def test_first_pass_composes_provider_config_and_crds_only():

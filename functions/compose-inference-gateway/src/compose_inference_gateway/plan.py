@@ -87,6 +87,13 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         outcome.event("Normal", "Traefik is ready: composing the Gateway modelplane")
     for key, build in ((rs.KEY_GATEWAY_CLASS, rs.gateway_class), (rs.KEY_GATEWAY, rs.gateway)):
         gated(key, traefik_ready, build, is_true(observed.get(key), "Accepted"))
+    monitor = traefik.podMonitor if traefik else None
+    monitored = bool(monitor and monitor.enabled)
+    if monitored:
+        # In Traefik's namespace, which exists once its release is Ready.
+        raw = (monitor.labels if monitor else None) or {}
+        labels = {k: str(getattr(v, "root", v)) for k, v in raw.items()}
+        gated(rs.KEY_POD_MONITOR, traefik_ready, lambda: rs.traefik_pod_monitor(labels), True)
 
     if traefik_ready:
         outcome.condition(CONTROLLER_READY, True, "ControllerHealthy")
@@ -98,20 +105,24 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         )
         outcome.condition(CONTROLLER_READY, False, "Installing", f"Waiting for {waiting}")
     outcome.composite_status = _status(observed)
-    _carry_over(outcome, observed, metallb is not None)
+    _carry_over(outcome, observed, metallb is not None, monitored)
     return outcome
 
 
-def _carry_over(outcome: Outcome, observed: Mapping[str, JSON], metallb_mode: bool) -> None:
+def _carry_over(
+    outcome: Outcome, observed: Mapping[str, JSON], metallb_mode: bool, monitored: bool
+) -> None:
     """Hold observed resources this pass did not compose (for example a CRD an older bundle
     shipped: dropping it would delete every Gateway). Only MetalLB's resources go, and only
-    when the user turned MetalLB mode off."""
+    when the user turned MetalLB mode off; the PodMonitor goes when the user turned it off."""
     metallb_keys = {
         rs.KEY_NAMESPACE_METALLB, rs.KEY_METALLB, rs.KEY_METALLB_POOL, rs.KEY_METALLB_L2,
         rs.usage_pc_key(rs.KEY_METALLB),
     }  # fmt: skip
     for key, body in observed.items():
         if key in outcome.resources or (key in metallb_keys and not metallb_mode):
+            continue
+        if key == rs.KEY_POD_MONITOR and not monitored:
             continue
         outcome.compose(key, held(body), ready=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources as importlib_resources
 
@@ -11,6 +12,7 @@ from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import providerconfig as hpc
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import release as hr
+from modelplane_schemas.generated.monitoring_coreos_com.v1 import podmonitor as pm
 from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import clusterusage as cu
 from modelplane_schemas.generated.protection_crossplane_io.v1beta1 import usage
 
@@ -30,6 +32,8 @@ GATEWAY = "modelplane"
 LISTENER = "web"
 # Traefik's web entry point listens on 8000 in the pod; its Service exposes it on 80.
 LISTENER_PORT = 8000
+# The chart's metrics entry point: container port "metrics" (9100), path /metrics.
+METRICS_PORT = "metrics"
 
 METALLB_NAMESPACE = "metallb-system"
 METALLB_CHART = helm.Chart("metallb", "https://metallb.github.io/metallb", "0.14.9")
@@ -44,6 +48,7 @@ KEY_METALLB_L2 = "metallb-l2"
 KEY_TRAEFIK = "traefik"
 KEY_GATEWAY_CLASS = "gateway-class"
 KEY_GATEWAY = "gateway"
+KEY_POD_MONITOR = "traefik-pod-monitor"
 KEY_USAGE_GATEWAY_CLASS = "usage-gateway-class-by-traefik"
 KEY_USAGE_GATEWAY = "usage-gateway-by-traefik"
 CRD_KEY_PREFIX = "gateway-api-crd-"
@@ -94,12 +99,33 @@ def traefik_release(version: str) -> hr.Release:
             "kubernetesIngress": {"enabled": False},
         },
         "service": {"nameOverride": TRAEFIK_SERVICE},
+        # Per-router series (traefik_router_requests_total{router=...}): the wake-up signal
+        # of a ModelService scaled to zero, whose route stays (docs/operations.md). The chart
+        # exports entry point and service series only by default.
+        "metrics": {"prometheus": {"addRoutersLabels": True}},
         # Modelplane composes its own GatewayClass and Gateway.
         "gateway": {"enabled": False},
         "gatewayClass": {"enabled": False},
     }
     chart = helm.Chart("traefik", TRAEFIK_REPO, version)
     return _release(KEY_TRAEFIK, chart, TRAEFIK_NAMESPACE, values)
+
+
+def traefik_pod_monitor(labels: Mapping[str, str]) -> JSON:
+    """Traefik's pods (the chart's name label), scraped on the chart's ``metrics`` port."""
+    monitor = pm.PodMonitor(
+        metadata={
+            "name": TRAEFIK_SERVICE,
+            "namespace": TRAEFIK_NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": "modelplane", **labels},
+        },
+        spec=pm.Spec(
+            selector=pm.Selector(matchLabels={"app.kubernetes.io/name": "traefik"}),
+            namespaceSelector=pm.NamespaceSelector(matchNames=[TRAEFIK_NAMESPACE]),
+            podMetricsEndpoints=[pm.PodMetricsEndpoint(port=METRICS_PORT, path="/metrics")],
+        ),
+    )
+    return monitor.model_dump(mode="json", exclude_none=True)
 
 
 def metallb_release() -> hr.Release:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 
 class Metallb(BaseModel):
@@ -19,6 +20,21 @@ class Metallb(BaseModel):
     ]
 
 
+LabelsAdditionalProperty = TypeAliasType(
+    "LabelsAdditionalProperty",
+    Annotated[str, Field(max_length=63, pattern="^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")],
+)
+
+
+class PodMonitor(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    enabled: bool | None = False
+    labels: Annotated[dict[str, LabelsAdditionalProperty] | None, Field(max_length=8)] = None
+
+
 class Traefik(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -27,6 +43,7 @@ class Traefik(BaseModel):
     version: Annotated[str | None, Field(max_length=32, min_length=1)] = "40.2.0"
     loadBalancer: Literal["MetalLB"] | None = None
     metallb: Metallb | None = None
+    podMonitor: Annotated[PodMonitor | None, Field(validate_default=True)] = {}
 
 
 class Spec(BaseModel):
