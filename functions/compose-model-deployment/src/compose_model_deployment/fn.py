@@ -31,14 +31,14 @@ from modelplane_common.function import (
 from modelplane_common.observed import condition, held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
-from compose_model_deployment import names, scheduler, wire
+from compose_model_deployment import names, scheduler, traffic, wire
 from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
 
 API_VERSION = "modelplane.ai/v1alpha1"
 ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
 CLUSTERS = "clusters"
 ALL_REPLICAS = "all-replicas"
-SERVICE_ROUTES = "service-routes"
+SERVICE_ROUTES = traffic.SERVICE_ROUTES
 MODEL_CACHE = "model-cache"
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
@@ -47,8 +47,8 @@ SCALED_TO_ZERO = "ScaledToZero"
 # True while an endpoint is kept because what decides it cannot be read (issue 14); set only
 # once that happens, and turned False when it ends.
 ENDPOINTS_HELD = "EndpointsHeld"
-_REPLICA_PREFIX = "replica-"
-_ENDPOINT_PREFIX = "endpoint-"
+_REPLICA_PREFIX = traffic.REPLICA_PREFIX
+_ENDPOINT_PREFIX = traffic.ENDPOINT_PREFIX
 
 JSON = dict[str, Any]
 
@@ -169,17 +169,6 @@ def _observed_ours(request: Request) -> dict[str, JSON]:
     }
 
 
-def _serves(replica: Mapping[str, Any] | None, cluster: Cluster | None) -> tuple[bool, str]:
-    """Whether a replica counts as ready, and why not when its cluster is the reason: the
-    same rule whether or not the scheduler could run (issue 15 item 5)."""
-    if cluster is None:
-        return False, ""
-    why = _cannot_serve(cluster)
-    if why is not None:
-        return False, why
-    return replica is not None and is_ready(replica), ""
-
-
 def _hold(
     request: Request,
     outcome: Outcome,
@@ -199,7 +188,7 @@ def _hold(
         if key.startswith(_REPLICA_PREFIX):
             total += 1
             cluster_name = tolerant.text(body, "spec", "clusterName")
-            serves, why = _serves(body, by_name.get(str(cluster_name)))
+            serves, why = traffic.serves(body, by_name.get(str(cluster_name)))
             ready += serves
             if why:
                 degraded[str(cluster_name)] = why
@@ -247,17 +236,6 @@ def _readiness(
             where = ", ".join(f"{name} ({why})" for name, why in sorted(degraded.items()))
             message += f"; withheld from traffic: {where}"
         outcome.condition(READY, False, "ModelStarting", message + suffix)
-
-
-def _cannot_serve(cluster: Cluster) -> str | None:
-    """Why a cluster's kept replicas must not get traffic (spec §4.3 degraded cluster), or None."""
-    if cluster.readiness is None:
-        return "readiness unknown"
-    if not cluster.ready:
-        return "not Ready"
-    if not cluster.gateway:
-        return "no gateway address"
-    return None
 
 
 def _withdrawn(cluster: Cluster, replica: JSON | None) -> bool:
@@ -372,8 +350,8 @@ def compose(request: Request) -> Outcome:
         clusters,
         _observed_replicas(request, fleet_replicas),
         now=now(request.context),
-        serving=_serving(request, clusters),
-        routed=_routed(request),
+        serving=traffic.serving(request, clusters),
+        routed=traffic.routed(request),
     )
     return _outcome(request, outcome, deployment, clusters, result)
 
@@ -401,90 +379,6 @@ def _cache_labels(request: Request, cache: str) -> Mapping[str, str] | tuple[str
             "where they are until it can"
         )
     return {str(k): v for k, v in labels.items()}
-
-
-def _routable(endpoint: Mapping[str, Any] | None) -> bool:
-    """An endpoint ModelServices route to: Ready, with ``status.routing.backendName``."""
-    if endpoint is None or not is_ready(endpoint):
-        return False
-    return bool(tolerant.text(endpoint, "status", "routing", "backendName"))
-
-
-def _serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
-    """Our replicas that are Ready and routed: Ready on a cluster that can serve, with their
-    ModelEndpoint Ready and routable, and sent traffic by every HTTPRoute that routes to this
-    deployment. Only these let a draining replica go: an endpoint that is merely routable may
-    not be in a ModelService's route yet, and removing its predecessor first would leave the
-    route pointing only at a backend that is gone."""
-    by_name = {c.name: c for c in clusters}
-    backends: dict[str, str] = {}
-    for key, body in request.observed.items():
-        if not key.startswith(_REPLICA_PREFIX):
-            continue
-        endpoint = request.observed.get(_ENDPOINT_PREFIX + key[len(_REPLICA_PREFIX) :])
-        cluster = by_name.get(str(tolerant.text(body, "spec", "clusterName")))
-        if _serves(body, cluster)[0] and _routable(endpoint):
-            backends[tolerant.name_of(body)] = str(
-                tolerant.text(endpoint, "status", "routing", "backendName")
-            )
-    routes = request.required(SERVICE_ROUTES)
-    if routes is None:  # not resolved: nothing is proven routed, so nothing draining goes
-        return frozenset()
-    ours = {
-        str(tolerant.text(body, "status", "routing", "backendName"))
-        for key, body in request.observed.items()
-        if key.startswith(_ENDPOINT_PREFIX)
-    }
-    to_us = [sent for sent in map(weighted_backends, routes) if sent & ours]
-    return frozenset(
-        replica for replica, backend in backends.items() if all(backend in s for s in to_us)
-    )
-
-
-def _routed(request: Request) -> frozenset[str]:
-    """Our replicas some HTTPRoute of the namespace may still send traffic to: the backend
-    their endpoint publishes has weight in a route, or, when the endpoint's status.routing is
-    missing or malformed, a route still rewrites to its path. All of them while the routes are
-    not resolved. A going replica among these is withdrawn from routes before it is deleted."""
-    endpoints = [body for key, body in request.observed.items() if key.startswith(_ENDPOINT_PREFIX)]
-    routes = request.required(SERVICE_ROUTES)
-    if routes is None:
-        return frozenset(tolerant.name_of(body) for body in endpoints)
-    sent = set().union(*map(weighted_backends, routes))
-    paths = set().union(*map(_rewrite_paths, routes))
-    routed = set()
-    for body in endpoints:
-        routing = tolerant.at(body, "status", "routing")
-        backend = tolerant.text(routing, "backendName")
-        if backend is None and not isinstance(routing, Mapping):
-            routed_now = tolerant.text(body, "spec", "rewritePath") in paths
-        else:
-            routed_now = bool(backend) and backend in sent
-        if routed_now:
-            routed.add(tolerant.name_of(body))
-    return frozenset(routed)
-
-
-def _rewrite_paths(route: Mapping[str, Any]) -> set[str]:
-    return {
-        str(path)
-        for rule in tolerant.maps(route, "spec", "rules")
-        for ref in tolerant.maps(rule, "backendRefs")
-        for found in tolerant.maps(ref, "filters")
-        if (path := tolerant.text(found, "urlRewrite", "path", "replacePrefixMatch"))
-    }
-
-
-def weighted_backends(route: Mapping[str, Any]) -> set[str]:
-    """Names of the core Service backends a route sends traffic to (weight above zero)."""
-    found = set()
-    for rule in tolerant.maps(route, "spec", "rules"):
-        for ref in tolerant.maps(rule, "backendRefs"):
-            weight = ref.get("weight", 1)
-            kind, group = ref.get("kind", "Service"), ref.get("group", "")
-            if kind == "Service" and group == "" and (not isinstance(weight, int) or weight > 0):
-                found.add(str(ref.get("name", "")))
-    return found
 
 
 def _outcome(
@@ -522,7 +416,7 @@ def _outcome(
         if placement.retiring:
             _compose_retiring(outcome, endpoint, observed_endpoint)
             continue
-        serves, why = _serves(observed, cluster)
+        serves, why = traffic.serves(observed, cluster)
         if why:
             # Kept where it is (retention ignores readiness), but no new traffic goes there and
             # it does not count as ready: its Ready only says its workload once applied.
@@ -584,6 +478,13 @@ def _outcome(
                 f"on {placement.cluster}; {old.name} serves until {placement.name} does",
                 reason="Draining",
             )
+    for name, cluster in result.lost:
+        outcome.event(
+            "Warning",
+            f"{name} lost the last free devices on {cluster} to replicas created before it "
+            "(placed from the same view of the fleet) and cannot start there; placing it again",
+            reason="LostCapacityRace",
+        )
     if placed and not observed_any:
         where = sorted({p.cluster for p in result.placements})
         outcome.event(

@@ -316,6 +316,11 @@ def _declared_pools(obj: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(name for name in found if name)
 
 
+# Sorts after every RFC 3339 timestamp: a replica not created yet (placed by this reconcile)
+# comes after every replica that exists, as it will once the API server stamps it.
+NOT_CREATED = "~"
+
+
 @dataclasses.dataclass(frozen=True)
 class ObservedReplica:
     name: str
@@ -324,6 +329,12 @@ class ObservedReplica:
     cluster: str
     index: int
     body: Mapping[str, Any]
+
+    @property
+    def created(self) -> str:
+        """``metadata.creationTimestamp``, or NOT_CREATED when absent: the packing's canonical
+        order is first come, first served (design/capacity.md, "Concurrent reconciles")."""
+        return tolerant.text(self.body, "metadata", "creationTimestamp") or NOT_CREATED
 
     @property
     def engines(self) -> list[Mapping[str, Any]]:

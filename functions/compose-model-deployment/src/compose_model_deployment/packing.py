@@ -6,8 +6,12 @@ A pool offers ``nodes`` identical nodes, each with the devices it publishes
 the pool) on ONE node. The packing rule, the same for replicas already running and for new
 ones:
 
-* **Canonical order.** Replicas in (name, namespace) order; within a replica, engines in
-  order, then each copy, then members in order, then the member's pods.
+* **Canonical order.** First come, first served: replicas in (creationTimestamp, name,
+  namespace) order, a replica not created yet (or whose timestamp is unknown) after every
+  one that is; within a replica, engines in order, then each copy, then members in order,
+  then the member's pods. Every reconcile of every deployment computes the same order, so
+  when two reconciles made from one snapshot both took a pool's last free devices, all of
+  them agree which replica lost (the one created later) and its deployment re-places it.
 * **First fit.** A pod goes to the lowest-numbered node with enough free devices of every
   device it claims. The pods of one Worker member of one engine copy (one per node of a
   gang) go to distinct nodes. A claimless pod costs nothing and is not packed.
@@ -34,11 +38,21 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from compose_model_deployment import devices
 from compose_model_deployment.devices import Demand, Pool
-from compose_model_deployment.inputs import Claim, Cluster, ObservedReplica
+from compose_model_deployment.inputs import NOT_CREATED, Claim, Cluster, ObservedReplica
 
 # A pod's gang: pods with the same (engine, copy, member) of one replica go to distinct nodes.
 Gang = tuple[int, int, int]
-Key = tuple[str, str]  # (replica name, namespace): the canonical order
+# (creationTimestamp or NOT_CREATED, replica name, namespace): the canonical order.
+Key = tuple[str, str, str]
+
+
+def new_key(name: str, namespace: str) -> Key:
+    """The key of a replica this reconcile places (not created yet)."""
+    return (NOT_CREATED, name, namespace)
+
+
+def replica_key(replica: ObservedReplica) -> Key:
+    return (replica.created, replica.name, replica.namespace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +98,8 @@ class Packed:
     free: list[list[int]]
     overflow: int = 0  # pods that fit on no node
     demanded: int = 0  # devices claimed by every pod
+    # Replicas with a pod that fit on no node: those that lost the pool to earlier ones.
+    losers: set[Key] = dataclasses.field(default_factory=set)
 
 
 def _fits(row: Sequence[int], demand: Demand) -> bool:
@@ -102,7 +118,9 @@ def _first_fit(free: list[list[int]], pod: Pod, avoid: set[int]) -> int | None:
     return None
 
 
-def _pack_group(packed: Packed, pods: Iterable[Pod], strict: bool) -> int | None:
+def _pack_group(
+    packed: Packed, pods: Iterable[Pod], strict: bool, key: Key | None = None
+) -> int | None:
     """Place one replica's pods first fit; returns the position of the first pod that fits
     nowhere (``strict``: stop there, leaving ``packed`` partly charged) or None."""
     gangs: dict[Gang, set[int]] = {}
@@ -114,6 +132,8 @@ def _pack_group(packed: Packed, pods: Iterable[Pod], strict: bool) -> int | None
             if strict:
                 return position
             packed.overflow += 1
+            if key is not None:
+                packed.losers.add(key)
             node = _overflow_node(packed.free, pod, taken)
             if node is None:
                 continue
@@ -131,11 +151,13 @@ def _overflow_node(free: list[list[int]], pod: Pod, taken: set[int]) -> int | No
     return max(allowed, key=lambda n: (sum(free[n][i] for i, _ in pod.demand), -n))
 
 
-def replay(per_node: tuple[int, ...], nodes: int, groups: Iterable[Sequence[Pod]]) -> Packed:
-    """Pack groups (replicas, already in canonical order) onto fresh nodes."""
+def replay(
+    per_node: tuple[int, ...], nodes: int, groups: Iterable[tuple[Key, Sequence[Pod]]]
+) -> Packed:
+    """Pack groups (replicas by key, already in canonical order) onto fresh nodes."""
     packed = Packed([list(per_node) for _ in range(nodes)])
-    for pods in groups:
-        _pack_group(packed, pods, strict=False)
+    for key, pods in groups:
+        _pack_group(packed, pods, strict=False, key=key)
     return packed
 
 
@@ -163,7 +185,9 @@ class PoolLedger:
     @property
     def packed(self) -> Packed:
         if self._packed is None:
-            self._packed = replay(self.per_node, self.nodes, self.groups)
+            self._packed = replay(
+                self.per_node, self.nodes, zip(self.keys, self.groups, strict=True)
+            )
         return self._packed
 
     def scaled(self) -> PoolLedger:
@@ -188,11 +212,16 @@ class PoolLedger:
         at = bisect.bisect(self.keys, key)
         if at == len(self.keys):
             # Last in canonical order: the replay is the packing so far plus its pods.
-            trial = Packed([list(row) for row in self.packed.free], demanded=self.packed.demanded)
+            trial = Packed(
+                [list(row) for row in self.packed.free],
+                demanded=self.packed.demanded,
+                losers=set(self.packed.losers),
+            )
             failed = self.packed.overflow or _pack_group(trial, pods, strict=True) is not None
             return None if failed else trial
+        keys = [*self.keys[:at], key, *self.keys[at:]]
         groups = [*self.groups[:at], tuple(pods), *self.groups[at:]]
-        packed = replay(self.per_node, self.nodes, groups)
+        packed = replay(self.per_node, self.nodes, zip(keys, groups, strict=True))
         return None if packed.overflow else packed
 
     def commit(self, key: Key, pods: Sequence[Pod], packed: Packed) -> None:
@@ -215,13 +244,21 @@ class FleetLedger:
             self._running.setdefault(replica.cluster, []).append(replica)
             self._built.pop(replica.cluster, None)
 
+    def discharge(self, replica: ObservedReplica) -> None:
+        """A replica that will not stay (it lost its pool to earlier ones): its devices are
+        free again for what this reconcile places."""
+        running = self._running.get(replica.cluster, [])
+        if replica in running:
+            running.remove(replica)
+            self._built.pop(replica.cluster, None)
+
     def pools(self, cluster: str) -> dict[str, PoolLedger]:
         built = self._built.get(cluster)
         if built is None:
             published = self._clusters[cluster].pools
             built = {name: PoolLedger(pool) for name, pool in published.items()}
             for replica in self._running.get(cluster, ()):
-                key = (replica.name, replica.namespace)
+                key = replica_key(replica)
                 for pool, pods in observed_pods(replica.claims(), published).items():
                     built[pool].add(key, pods)
             self._built[cluster] = built

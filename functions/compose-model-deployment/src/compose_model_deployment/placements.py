@@ -61,6 +61,9 @@ class Schedule:
     # Pools hosting our kept replicas that are charged beyond their size (spec §5.5 item 5);
     # reported only: retention ignores capacity, so nothing moves. Sorted by cluster, pool.
     overcommitted: list[Overcommit] = dataclasses.field(default_factory=list)
+    # (replica, cluster) of our replicas, not Ready, that lost their pool's last devices to
+    # replicas created before them (a race between reconciles): placed again in this pass.
+    lost: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def staying(self) -> list[Placement]:

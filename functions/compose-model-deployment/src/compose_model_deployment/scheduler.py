@@ -26,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from modelplane_common import drain_annotations, tolerant
+from modelplane_common.observed import is_ready
 
 from compose_model_deployment import devices, names, packing
 from compose_model_deployment.devices import Pool
@@ -314,26 +315,39 @@ def schedule(
     # packed in canonical order (packing.py), so every reconcile computes the same picture.
     ledger = packing.FleetLedger(in_set)
     kept_names = {p.observed.name for p in kept if p.observed is not None}
-    our_pools: set[tuple[str, str]] = set()
     for replica in observed:
         is_ours = replica.namespace == deployment.namespace and (
             replica.deployment == deployment.name
         )
-        if is_ours and replica.name not in kept_names:
-            continue
-        ledger.charge(replica)
-        if is_ours and replica.cluster in in_set:
-            pools = in_set[replica.cluster].pools
-            our_pools.update(
-                (replica.cluster, p) for p in packing.observed_pods(replica.claims(), pools)
-            )
+        if not is_ours or replica.name in kept_names:
+            ledger.charge(replica)
 
-    # A pool that shrank under its replicas cannot pack them: say so, move nothing.
+    # A race lost: reconciles made from one snapshot took the same last devices, and the
+    # canonical replay (first come, first served) leaves a replica of ours, created moments
+    # ago and not Ready, without a node. It is placed again below. Anything older is kept and
+    # its pool reported over-committed (a pool that shrank, spec §5.5): nothing running moves.
+    lost = _lost_races(settled, ledger, in_set, now)
+    if lost:
+        gone = {p.name for p in lost}
+        settled = [p for p in settled if p.name not in gone]
+        kept = [p for p in kept if p.name not in gone]
+        for placement in lost:
+            assert placement.observed is not None  # only observed replicas can lose
+            ledger.discharge(placement.observed)
+    # A pool that shrank under its replicas cannot pack them: say so, move nothing. Only a
+    # pool where one of ours is left without a node is ours to report: one that lost a race
+    # to ours is its own deployment's to place again.
+    short = {
+        (p.cluster, pool)
+        for p in kept
+        if p.observed is not None and p.cluster in in_set
+        for pool in packing.observed_pods(p.observed.claims(), in_set[p.cluster].pools)
+        if packing.replica_key(p.observed) in ledger.pools(p.cluster)[pool].packed.losers
+    }
     overcommitted = [
         Overcommit(cluster, pool, pool_ledger.packed.demanded, pool_ledger.offered)
-        for cluster, pool in sorted(our_pools)
+        for cluster, pool in sorted(short)
         for pool_ledger in (ledger.pools(cluster)[pool],)
-        if pool_ledger.packed.overflow
     ]
 
     # Phase 3: fill.
@@ -341,7 +355,9 @@ def schedule(
     load = Counter(p.cluster for p in placements if not p.retiring)
     views: dict[str, ClusterView] = {}
     indices: dict[str, set[int]] = {}
-    for placement in placements:
+    # A replica that lost a race is not placed again under its own name: the new one is a
+    # new object, packed after everything that exists, as the API server will stamp it.
+    for placement in [*placements, *lost]:
         indices.setdefault(placement.cluster, set()).add(placement.index)
     shortfall = ""
     for _ in range(deployment.replicas - len(settled)):
@@ -353,7 +369,9 @@ def schedule(
                 view = views[cluster.name] = ClusterView(deployment, cluster)
             used = indices.get(cluster.name, set())
             index = next(i for i in range(len(used) + 1) if i not in used)
-            key = (names.replica_name(deployment.name, cluster.name, index), deployment.namespace)
+            key = packing.new_key(
+                names.replica_name(deployment.name, cluster.name, index), deployment.namespace
+            )
             if view.rejection:
                 tried.append((view, key))
                 continue
@@ -375,7 +393,7 @@ def schedule(
             Placement(
                 cluster=cluster.name,
                 index=index,
-                name=key[0],
+                name=key[1],
                 engines=trial.placed,
                 observed=_same_name(ours, deployment, cluster.name, index),
             )
@@ -392,7 +410,43 @@ def schedule(
         checked=len(in_set),
         shortfall=shortfall,
         overcommitted=overcommitted,
+        lost=sorted((p.name, p.cluster) for p in lost),
     )
+
+
+# How long after its creation a replica left without a node counts as having lost a race:
+# the deployment that placed it looks again within seconds (its new ModelReplica is watched)
+# and at the latest after its poll interval, so a race shows well within this.
+RACE_WINDOW = datetime.timedelta(minutes=5)
+
+
+def _lost_races(
+    settled: Iterable[Placement],
+    ledger: packing.FleetLedger,
+    in_set: Mapping[str, Cluster],
+    now: datetime.datetime | None,
+) -> list[Placement]:
+    """Our settled replicas, created within RACE_WINDOW and not Ready, that the canonical
+    replay leaves without a node."""
+    if now is None:
+        return []
+    lost = []
+    for placement in settled:
+        replica = placement.observed
+        if replica is None or placement.frozen or is_ready(replica.body):
+            continue
+        created = parse_time(replica.created)
+        if created is None or not now - RACE_WINDOW <= created <= now + RACE_WINDOW:
+            continue
+        pools = in_set[placement.cluster].pools
+        key = packing.replica_key(replica)
+        ledgers = ledger.pools(placement.cluster)
+        if any(
+            key in ledgers[pool].packed.losers
+            for pool in packing.observed_pods(replica.claims(), pools)
+        ):
+            lost.append(placement)
+    return lost
 
 
 def _replaces(placements: Iterable[Placement]) -> dict[str, str]:
