@@ -7,6 +7,8 @@ requests the control-plane gateway receives on the ModelService's route.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 import yaml
@@ -64,3 +66,43 @@ def test_the_sizing_trigger_is_the_autoscaling_recipes():
     sizing = [t for t in _recipe()["spec"]["triggers"] if "vllm:" in t["metadata"]["query"]]
     assert [t["metadata"]["query"] for t in sizing] == [queue["metadata"]["query"]]
     assert sizing[0]["metadata"]["threshold"] == queue["metadata"]["threshold"]
+
+
+def _traefik_router(route: dict, rule_index: int, rule: str) -> str:
+    """The router name Traefik v3.7's Gateway API provider gives an HTTPRoute rule
+    (pkg/provider/kubernetes/gateway/httproute.go: routeKey, makeRouterName), as the metric's
+    router label carries it. Traefik normalises every non-alphanumeric run to '-'."""
+    (parent,) = route["spec"]["parentRefs"]
+    key = "-".join(
+        ["httproute", route["metadata"]["namespace"], route["metadata"]["name"], "gw",
+         parent["namespace"], parent["name"], "ep", "web", str(rule_index)]
+    )  # fmt: skip
+    key = "-".join(part for part in re.split(r"[^0-9A-Za-z]+", key) if part)
+    digest = hashlib.sha256(rule.encode()).hexdigest()[:10]
+    return f"{key}-{digest}@kubernetesgateway"
+
+
+def test_the_wake_up_pattern_matches_the_route_traefik_counts(converged_example):
+    """The quickstart's ModelService route, as `simulate` composes it, named as Traefik names
+    its router; the gateway's Traefik exports per-router series (addRoutersLabels)."""
+    objects = converged_example("quickstart").objects
+    (route,) = [o for o in objects if o["kind"] == "HTTPRoute" and
+                o["metadata"]["namespace"] == "ml-team"]  # fmt: skip
+    (wake,) = [t for t in _recipe()["spec"]["triggers"]
+               if "traefik_router_requests_total" in t["metadata"]["query"]]  # fmt: skip
+    pattern = re.search(r'router=~"([^"]+)"', wake["metadata"]["query"]).group(1)
+    prefix = route["spec"]["rules"][0]["matches"][0]["path"]["value"]
+    router = _traefik_router(route, 0, f"PathPrefix(`{prefix}`)")
+    # Prometheus anchors label regexes at both ends, as fullmatch does.
+    assert re.fullmatch(pattern, router), (pattern, router)
+    # A neighbour whose name starts with the same words is not counted.
+    neighbour = {**route, "metadata": {**route["metadata"], "name": "chat-v2-x7k2p"}}
+    assert not re.fullmatch(pattern, _traefik_router(neighbour, 0, "PathPrefix(`/x`)"))
+    # The gateway the listener belongs to: entry point web (port 8000) of Gateway modelplane.
+    (gateway,) = [o for o in objects if o["kind"] == "Gateway" and
+                  o["metadata"]["name"] == "modelplane"]  # fmt: skip
+    assert [(li["name"], li["port"]) for li in gateway["spec"]["listeners"]] == [("web", 8000)]
+    (traefik,) = [o for o in objects if o["kind"] == "Release" and
+                  o["spec"]["forProvider"]["chart"]["name"] == "traefik"]  # fmt: skip
+    values = traefik["spec"]["forProvider"]["values"]
+    assert values["metrics"]["prometheus"]["addRoutersLabels"] is True
