@@ -78,8 +78,9 @@ def converged_example() -> Iterator[Callable[[str], ConvergedExample]]:
 def recorded_requests() -> dict[str, fnv1.RunFunctionRequest]:
     """One real RunFunctionRequest per repository function, keyed by function directory: the
     last one each got while examples/multi-cluster converged in-process (it exercises all but
-    compose-model-cache and compose-aks-cluster), and for those two the first call for
-    examples/cache/cache.yaml and examples/cloud-clusters/akscluster.yaml."""
+    compose-model-cache and the AKS, Vultr and Nebius cluster functions), and for those the
+    first call for examples/cache/cache.yaml and examples/cloud-clusters/{aks,vultr,nebius}
+    cluster.yaml."""
     seen: dict[str, fnv1.RunFunctionRequest] = {}
     with session(EXAMPLES / "multi-cluster") as plane:
         host = plane.runner.host  # type: ignore[attr-defined]
@@ -105,5 +106,21 @@ def recorded_requests() -> dict[str, fnv1.RunFunctionRequest]:
     )
     seen["compose-aks-cluster"] = fnv1.RunFunctionRequest(
         observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(aks)))
+    )
+    # Nor a Vultr cluster: the first call for the VultrCluster example.
+    vke = next(
+        doc
+        for doc in yaml.safe_load_all(
+            (EXAMPLES / "cloud-clusters" / "vultrcluster.yaml").read_text()
+        )
+        if doc and doc.get("kind") == "VultrCluster"
+    )
+    seen["compose-vultr-cluster"] = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(vke)))
+    )
+    # Nor a Nebius cluster: the first call for the NebiusCluster example.
+    nebius = yaml.safe_load((EXAMPLES / "cloud-clusters" / "nebiuscluster.yaml").read_text())
+    seen["compose-nebius-cluster"] = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(nebius)))
     )
     return seen

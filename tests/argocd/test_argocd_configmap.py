@@ -29,7 +29,14 @@ KINDS = {
         "ModelService",
         "ModelCache",
     },
-    "infrastructure.modelplane.ai": {"GKECluster", "EKSCluster", "AKSCluster", "ServingStack"},
+    "infrastructure.modelplane.ai": {
+        "GKECluster",
+        "EKSCluster",
+        "AKSCluster",
+        "VultrCluster",
+        "NebiusCluster",
+        "ServingStack",
+    },
 }
 
 
@@ -101,7 +108,7 @@ def test_scripts_use_only_what_argo_cds_sandbox_provides():
 
 
 def test_every_script_returns_a_health_table():
-    assert len(KIND_SCRIPTS) == 12
+    assert len(KIND_SCRIPTS) == sum(len(kinds) for kinds in KINDS.values())
     for path in KIND_SCRIPTS:
         assert path.read_text().rstrip().endswith("return health()"), path.name
 

@@ -60,6 +60,8 @@ HEALTHY_MESSAGE: dict[str, Callable[[JSON], str]] = {
     "GKECluster": _cloud_cluster,
     "EKSCluster": _cloud_cluster,
     "AKSCluster": _cloud_cluster,
+    "VultrCluster": _cloud_cluster,
+    "NebiusCluster": _cloud_cluster,
     "ServingStack": lambda o: _gateway(o) or "Serving stack installed",
     "ModelDeployment": lambda o: f"Serving: {_condition(o, 'ReplicasReady')['message']}",
     "ModelReplica": lambda o: f"Serving on InferenceCluster {o['spec']['clusterName']}",
@@ -124,9 +126,15 @@ def test_examples_show_cloud_clusters_healthy(kinds_seen_healthy):
     """Runs after the parametrized examples: the kinds only provisioned clusters compose."""
     if not kinds_seen_healthy:
         pytest.skip("no example ran")
-    assert {"GKECluster", "EKSCluster", "AKSCluster", "ServingStack", "InferenceCluster"} <= (
-        kinds_seen_healthy
-    )
+    assert {
+        "GKECluster",
+        "EKSCluster",
+        "AKSCluster",
+        "VultrCluster",
+        "NebiusCluster",
+        "ServingStack",
+        "InferenceCluster",
+    } <= (kinds_seen_healthy)
 
 
 def test_examples_show_every_modelplane_kind_healthy(kinds_seen_healthy):

@@ -21,6 +21,8 @@ KINDS = {
     "GKECluster": "infrastructure.modelplane.ai",
     "EKSCluster": "infrastructure.modelplane.ai",
     "AKSCluster": "infrastructure.modelplane.ai",
+    "VultrCluster": "infrastructure.modelplane.ai",
+    "NebiusCluster": "infrastructure.modelplane.ai",
     "ServingStack": "infrastructure.modelplane.ai",
 }
 TYPES = [

@@ -517,7 +517,9 @@ def _mrd_name(api_version: str, kind: str) -> str:
     """A ManagedResourceDefinition's name, ``<plural>.<group>``, with the plural the providers'
     CRDs use (checked against schemas/crds.txt below)."""
     singular = kind.lower()
-    if re.search(r"[^aeiou]y$", singular):
+    if singular == "kubernetes":
+        plural = singular  # Vultr's VKE Kubernetes: its CRD's plural is the singular
+    elif re.search(r"[^aeiou]y$", singular):
         plural = singular[:-1] + "ies"
     elif re.search(r"(s|x|z|ch|sh)$", singular):
         plural = singular + "es"
@@ -539,6 +541,8 @@ def test_mrap_activates_exactly_the_managed_kinds_the_examples_compose(simulated
         "releases.helm.m.crossplane.io",
         "clusters.eks.aws.m.upbound.io",
         "kubernetesclusters.containerservice.azure.m.upbound.io",
+        "kubernetes.vke.vultr.m.upbound.io",
+        "clusters.mk8s.nebius.m.upbound.io",
     } <= composed
     crds = (REPO / "schemas" / "crds.txt").read_text()
     for name in composed:

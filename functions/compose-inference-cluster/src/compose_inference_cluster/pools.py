@@ -308,7 +308,7 @@ def vultr_pools(
         spec = classes[pool.className].spec
         block = spec.provisioning.vultr if spec.provisioning else None
         assert block is not None  # unavailable_pools holds back pools without one
-        amd = any(device.driver == AMD_DRA_DRIVER for device in spec.devices or [])
+        amd = has_amd_devices(classes[pool.className])
         gpu = vultr.Gpu(acceleratorType=block.accelerator.type, vendor="AMD" if amd else "NVIDIA")
         out.append(
             vultr.NodePool(name=pool.name, role="GPU", plan=block.plan, **_sizes(pool), gpu=gpu)
