@@ -208,6 +208,8 @@ class ControlPlane:
         self._pending_deletes: dict[ObjectKey, str] = {}
         self.providers.admission = self.remote_admission
         self._clock_offset = datetime.timedelta(0)
+        # While reconcile_together runs: the one view of the world every reconcile reads.
+        self._view: list[JSON] | None = None
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -537,6 +539,17 @@ class ControlPlane:
 
     # --- one reconcile (render.md §3) ---------------------------------------------------------
 
+    def reconcile_together(self, keys: Iterable[ObjectKey]) -> None:
+        """Reconcile several XRs from one view of the world, as Crossplane's concurrent
+        workers do: each reads its required resources as they were before any of them wrote
+        (its own composed resources are still read as they are)."""
+        self._view = copy.deepcopy(self.objects())
+        try:
+            for key in keys:
+                self.reconcile(key)
+        finally:
+            self._view = None
+
     def reconcile(self, key: ObjectKey) -> None:
         stored = self._objects.get(key)
         definition = self._definition(stored) if stored else None
@@ -636,7 +649,8 @@ class ControlPlane:
         try:
             # The simulated clock reaches the functions (failover grace periods judge it).
             context = {CLOCK_CONTEXT_KEY: self.now()}
-            return self.runner(composition, xr, observed, self.objects(), context)
+            world = self._view if self._view is not None else self.objects()
+            return self.runner(composition, xr, observed, world, context)
         except PipelineError as err:
             raise ComposeError(str(err), err.conditions, err.results) from err
         except Exception as err:  # a function host failure is the XR's problem, not a crash
