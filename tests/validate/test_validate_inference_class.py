@@ -86,7 +86,7 @@ CASES = [
         "spec.provisioning.provider",
         "OCI",
         "examples/ic.yaml: InferenceClass/h100-80gb: spec.provisioning.provider: Unsupported value:"
-        ' "OCI": supported values: "GKE", "EKS", "AKS"',
+        ' "OCI": supported values: "GKE", "EKS", "AKS", "Vultr", "Nebius"',
     ),
     (
         "spec.devices.0.count",
