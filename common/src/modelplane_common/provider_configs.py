@@ -16,6 +16,14 @@ from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import (
 from modelplane_common.managed import validated
 from modelplane_common.plain import JSON
 
+# The provider identity each secret type of a cloud XR's status.secrets stands for: a GCP
+# service-account key mints GKE tokens; Nebius service-account credentials mint mk8s tokens
+# (Nebius publishes a kubeconfig with the endpoint and CA only).
+IDENTITY_TYPES = {
+    "GCPServiceAccountKey": "GoogleApplicationCredentials",
+    "NebiusServiceAccountCredentials": "NebiusServiceAccountCredentials",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class SecretKey:
@@ -34,16 +42,18 @@ def kubeconfig_provider_configs(
     kubeconfig: SecretKey,
     identity: SecretKey | None = None,
     namespace: str | None = None,
+    identity_type: str = "GoogleApplicationCredentials",
 ) -> tuple[JSON, JSON]:
     """(kubernetes ProviderConfig, helm ProviderConfig) reading the same kubeconfig.
 
-    ``identity`` is a GCP service-account key: GKE kubeconfigs carry no token, so the providers
-    mint one from it. ``namespace`` goes on the metadata when given.
+    ``identity`` is a service-account credential of ``identity_type`` (a GCP key by default):
+    GKE and Nebius kubeconfigs carry no token, so the providers mint one from it.
+    ``namespace`` goes on the metadata when given.
     """
     spec: JSON = {"credentials": {"source": "Secret", "secretRef": kubeconfig.ref()}}
     if identity is not None:
         spec["identity"] = {
-            "type": "GoogleApplicationCredentials",
+            "type": identity_type,
             "source": "Secret",
             "secretRef": identity.ref(),
         }

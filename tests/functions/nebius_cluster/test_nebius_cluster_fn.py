@@ -1,7 +1,7 @@
 """compose-nebius-cluster through real gRPC: network, subnet, the mk8s cluster, the system and
 GPU node groups, a GPU cluster per InfiniBand fabric, the cache filesystem, the ProviderConfigs
-gated on the platform team's kubeconfig (KubeconfigIncomplete until it exists), readiness,
-and hold-on-invalid."""
+reading the published kubeconfig with the platform team's Nebius credentials as identity
+(KubeconfigIncomplete until those exist), readiness, and hold-on-invalid."""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ from modelplane_common.testing import (
 NS = "modelplane-system"
 NAME = "nebius-eu-north"
 PUBLISHED = child_name(NAME, "kubeconfig")
-ADMIN = "nebius-admin-kubeconfig"
+ADMIN = "nebius-credentials"
 PROJECT = "project-e00abc123"
 SECRET = {
     "apiVersion": "v1",
     "kind": "Secret",
     "metadata": {"name": ADMIN, "namespace": NS},
-    "data": {"kubeconfig": "YXBpVmVyc2lvbjogdjE="},
+    "data": {"credentials.json": "e30="},
 }
 PROVIDER_CONFIGS = {"provider-config-kubernetes", "provider-config-helm"}
 CLOUD = {
@@ -214,33 +214,40 @@ def test_without_the_credentials_secret_kubeconfig_is_incomplete_and_names_the_s
     status, reason, message = conditions(rsp)["KubeconfigReady"]
     assert (status, reason) == ("False", "KubeconfigIncomplete")
     assert f"Secret {ADMIN} not found" in message
-    assert PUBLISHED in message and NS in message and "service-account token" in message
+    assert PUBLISHED in message and NS in message and "credentials.json" in message
     # Not ready: nothing can reach the cluster yet.
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
     assert desired_status(rsp)["secrets"] == []
-    assert desired_status(rsp)["publishedKubeconfig"] == {"name": PUBLISHED, "key": "kubeconfig"}
 
 
 def test_a_secret_without_the_key_is_incomplete_too():
     secret = copy.deepcopy(SECRET) | {"data": {"token": "eA=="}}
     _, reason, message = conditions(run(nebius_xr(), secret=[secret]))["KubeconfigReady"]
     assert reason == "KubeconfigIncomplete"
-    assert f"Secret {ADMIN} has no key kubeconfig" in message
+    assert f"Secret {ADMIN} has no key credentials.json" in message
 
 
-def test_once_the_secret_exists_the_provider_configs_read_it_and_status_publishes_it():
+def test_once_the_credentials_exist_the_provider_configs_add_them_to_the_published_kubeconfig():
     rsp = run(nebius_xr(), secret=[SECRET])
     desired = desired_resources(rsp)
     for key in PROVIDER_CONFIGS:
         assert desired[key]["spec"] == {
             "credentials": {
                 "source": "Secret",
-                "secretRef": {"name": ADMIN, "namespace": NS, "key": "kubeconfig"},
-            }
+                "secretRef": {"name": PUBLISHED, "namespace": NS, "key": "kubeconfig"},
+            },
+            "identity": {
+                "type": "NebiusServiceAccountCredentials",
+                "source": "Secret",
+                "secretRef": {"name": ADMIN, "namespace": NS, "key": "credentials.json"},
+            },
         }
     assert conditions(rsp)["KubeconfigReady"][:2] == ("True", "KubeconfigProvided")
     status = desired_status(rsp)
-    assert status["secrets"] == [{"type": "Kubeconfig", "name": ADMIN, "key": "kubeconfig"}]
+    assert status["secrets"] == [
+        {"type": "Kubeconfig", "name": PUBLISHED, "key": "kubeconfig"},
+        {"type": "NebiusServiceAccountCredentials", "name": ADMIN, "key": "credentials.json"},
+    ]
     assert validate_object({**nebius_xr(), "status": status}) == []
 
 
@@ -250,7 +257,7 @@ def test_provider_configs_are_held_when_the_secret_goes_away_or_is_not_resolved_
         rsp = run(nebius_xr(), observed, secret=secret)
         desired = desired_resources(rsp)
         assert set(desired) == set(observed)
-        assert desired_status(rsp)["secrets"][0]["name"] == ADMIN
+        assert desired_status(rsp)["secrets"][1]["name"] == ADMIN
 
 
 def test_readiness_waits_for_the_cluster_then_names_what_is_pending():

@@ -1,8 +1,8 @@
 """InferenceCluster with ``source: Nebius``: compose-inference-cluster through real gRPC composes
 a NebiusCluster from its pools' classes (each pool's one zone is its InfiniBand fabric), gates
-the provider config and serving stack on it, says KubeconfigIncomplete while the platform
-team's kubeconfig is missing, and publishes capacity; simulated end to end, the whole chain
-converges Ready once that Secret exists."""
+the provider config and serving stack on it (the published kubeconfig with the platform team's
+Nebius credentials as identity), says KubeconfigIncomplete while those are missing, and
+publishes capacity; simulated end to end, the whole chain converges Ready once they exist."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from modelplane_common.testing import (
 
 NAME = "nebius-eu-north"
 NS = "modelplane-system"
-ADMIN = "nebius-eu-north-admin"
+ADMIN = "nebius-credentials"
+PUBLISHED = child_name(NAME, "kubeconfig")
 CLASS = defaulted(
     {
         "apiVersion": "modelplane.ai/v1alpha1",
@@ -88,7 +89,7 @@ SECRET = {
     "apiVersion": "v1",
     "kind": "Secret",
     "metadata": {"name": ADMIN, "namespace": NS},
-    "stringData": {"kubeconfig": "apiVersion: v1\nkind: Config\n"},
+    "stringData": {"credentials.json": "{}"},
 }
 
 
@@ -110,7 +111,12 @@ def run(xr: dict, observed: dict | None = None):
 
 
 def nebius_ready() -> dict:
-    return ready_status(secrets=[{"type": "Kubeconfig", "name": ADMIN, "key": "kubeconfig"}])
+    return ready_status(
+        secrets=[
+            {"type": "Kubeconfig", "name": PUBLISHED, "key": "kubeconfig"},
+            {"type": "NebiusServiceAccountCredentials", "name": ADMIN, "key": "credentials.json"},
+        ]
+    )
 
 
 def kubeconfig_incomplete() -> dict:
@@ -146,7 +152,7 @@ def test_first_pass_composes_a_nebius_cluster_from_the_class_with_fabric_and_cac
     assert nebius["spec"] == {
         "projectId": "project-e00abc123",
         "kubernetesVersion": "1.34",
-        "credentialsSecretRef": {"name": ADMIN, "key": "kubeconfig"},
+        "credentialsSecretRef": {"name": ADMIN, "key": "credentials.json"},
         "cache": {"sizeGibibytes": 1024, "type": "NETWORK_SSD"},
         "nodePools": [
             {"name": "h100", "role": "GPU", "platform": "gpu-h100-sxm",
@@ -179,6 +185,14 @@ def test_missing_platform_kubeconfig_is_reported_naming_the_step():
     assert conditions(rsp)["BackendReady"][:2] == ("False", "WaitingForCluster")
 
 
+def test_a_nebius_cluster_publishing_no_credentials_keeps_the_gate_closed():
+    nebius = desired_resources(run(CLUSTER))["nebius-cluster"]
+    status = nebius_ready()
+    status["secrets"] = status["secrets"][:1]  # the published kubeconfig alone
+    rsp = run(CLUSTER, {"nebius-cluster": observe(nebius, status)})
+    assert set(desired_resources(rsp)) == {"nebius-cluster"}
+
+
 def test_ready_nebius_cluster_opens_provider_config_and_stack_with_the_images_driver():
     nebius = desired_resources(run(CLUSTER))["nebius-cluster"]
     observed = {"nebius-cluster": observe(nebius, nebius_ready())}
@@ -188,9 +202,17 @@ def test_ready_nebius_cluster_opens_provider_config_and_stack_with_the_images_dr
         "usage-nebius-by-backend",
     }  # fmt: skip
     config = desired["cluster-provider-config-kubernetes"]["spec"]
-    assert "identity" not in config  # the platform team's kubeconfig carries a token
-    assert config["credentials"]["secretRef"]["name"] == ADMIN
+    assert config["credentials"]["secretRef"]["name"] == PUBLISHED
+    assert config["identity"] == {
+        "type": "NebiusServiceAccountCredentials",
+        "source": "Secret",
+        "secretRef": {"namespace": NS, "name": ADMIN, "key": "credentials.json"},
+    }
     stack = desired["serving-stack"]["spec"]
+    assert [s["type"] for s in stack["secrets"]] == [
+        "Kubeconfig",
+        "NebiusServiceAccountCredentials",
+    ]
     # The drivers preset puts the driver on the node image at /: the DRA driver's default.
     assert "nvidiaDriverRoot" not in stack and "nvidiaDriverInstaller" not in stack
     assert desired["usage-nebius-by-backend"]["spec"]["of"]["kind"] == "NebiusCluster"

@@ -1,6 +1,6 @@
 """`modelplane render` and `modelplane simulate` on the example NebiusCluster, as a user runs
 them: every composed object valid against its provider model, KubeconfigIncomplete without the
-platform team's kubeconfig, Ready once it exists and the cloud answers."""
+platform team's Nebius credentials, Ready once they exist and the cloud answers."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_render_without_the_credentials_names_the_step_and_composes_no_provider_
     assert "ProviderConfig" not in {body["kind"] for body in composed}
     incomplete = condition(xr, "KubeconfigReady")
     assert (incomplete["status"], incomplete["reason"]) == ("False", "KubeconfigIncomplete")
-    assert "nebius-eu-north-admin-kubeconfig" in incomplete["message"]
+    assert "nebius-eu-north-credentials" in incomplete["message"]
     assert condition(xr, "Ready")["status"] == "False"
 
 
@@ -103,9 +103,11 @@ def test_render_the_example_then_converge(tmp_path: Path):
     assert condition(xr, "ClusterReady")["reason"] == "ClusterRunning"
     assert condition(xr, "Ready")["status"] == "True"
     assert xr["status"]["clusterId"] == "mk8scluster-e00abc"
-    assert xr["status"]["secrets"] == [
-        {"type": "Kubeconfig", "name": "nebius-eu-north-admin-kubeconfig", "key": "kubeconfig"}
-    ]
+    assert xr["status"]["secrets"][1] == {
+        "type": "NebiusServiceAccountCredentials",
+        "name": "nebius-eu-north-credentials",
+        "key": "credentials.json",
+    }
 
 
 def test_simulate_the_cloud_clusters_converges_the_nebius_cluster_ready():

@@ -71,7 +71,10 @@ def test_valid_nebius_objects_pass_and_get_their_defaults():
         assert problems(obj) == ""
     spec = defaulted(copy.deepcopy(NEBIUS_CLUSTER))["spec"]
     assert spec["kubernetesVersion"] == "1.34"
-    assert spec["credentialsSecretRef"] == {"name": "nebius-admin-kubeconfig", "key": "kubeconfig"}
+    assert spec["credentialsSecretRef"] == {
+        "name": "nebius-admin-kubeconfig",
+        "key": "credentials.json",
+    }
     assert "cache" not in spec  # no cache block, no filesystem
     pool = spec["nodePools"][0]
     assert (pool["diskSizeGb"], pool["driversPreset"], pool["nodeCount"], pool["maxNodeCount"]) == (

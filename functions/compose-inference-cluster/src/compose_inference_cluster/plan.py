@@ -18,6 +18,7 @@ from modelplane_common.managed import without_status
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
 from modelplane_common.observed import condition, held, held_all, is_ready
 from modelplane_common.plain import JSON
+from modelplane_common.provider_configs import IDENTITY_TYPES
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import gkecluster as gke
@@ -41,6 +42,7 @@ BACKEND_READY = "BackendReady"
 # A cloud XR whose published kubeconfig lacks an identity (NebiusCluster) says so this way.
 KUBECONFIG_READY = "KubeconfigReady"
 KUBECONFIG_INCOMPLETE = "KubeconfigIncomplete"
+NEBIUS_CREDENTIALS = "NebiusServiceAccountCredentials"
 REPLICAS_REQUIREMENT = "model-replicas"
 # The replicas' provider-kubernetes Objects on this cluster: a deleted replica's Objects are
 # deleted in the background and still need the cluster (its ProviderConfig, the CRDs of its
@@ -365,12 +367,15 @@ def _compose_cloud(
 
     secrets = _cloud_secrets(cloud) if cloud_ready else []
     kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
-    identity = next((s for s in secrets if s.type == "GCPServiceAccountKey"), None)
-    if source != "GKE":
-        # EKS: the AWS provider refreshes the kubeconfig's token; AKS and Vultr: the
-        # kubeconfig carries a client certificate; Nebius: the platform team's kubeconfig
-        # carries a service-account token. None needs an identity.
-        identity = None
+    # GKE: a GCP service-account key; Nebius: the platform team's Nebius service-account
+    # credentials (the published kubeconfig has the endpoint and CA only). EKS: the AWS
+    # provider refreshes the kubeconfig's token; AKS and Vultr: the kubeconfig carries a
+    # client certificate. None of those needs an identity.
+    identity_secret_type = {"GKE": "GCPServiceAccountKey", "Nebius": NEBIUS_CREDENTIALS}.get(source)
+    identity = next((s for s in secrets if s.type == identity_secret_type), None)
+    if source == "Nebius" and identity is None:
+        # The published kubeconfig alone cannot authenticate: the gate stays closed.
+        kubeconfig, secrets = None, []
 
     # ClusterProviderConfig: gated on the cloud XR being Ready with a kubeconfig (C3).
     if kubeconfig is not None:
@@ -380,6 +385,7 @@ def _compose_cloud(
                 name,
                 rs.SecretKey(kubeconfig.name, kubeconfig.key),
                 rs.SecretKey(identity.name, identity.key) if identity else None,
+                IDENTITY_TYPES[identity.type if identity else "GCPServiceAccountKey"],
             ),
             ready=True,
         )
@@ -391,7 +397,7 @@ def _compose_cloud(
 
     # ServingStack: same gate; reuse the observed stack's secrets while the cloud's are away.
     stack = observed.get(rs.KEY_SERVING_STACK)
-    stack_secrets = [s for s in secrets if source == "GKE" or s.type == "Kubeconfig"]
+    stack_secrets = [s for s in secrets if s.type == "Kubeconfig" or s is identity]
     if not stack_secrets and stack is not None:
         stack_secrets = _observed_stack_secrets(stack)
     if stack_secrets:

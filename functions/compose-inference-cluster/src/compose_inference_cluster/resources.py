@@ -145,7 +145,10 @@ def nebius_cluster(
 
 
 def cluster_provider_config(
-    ic_name: str, kubeconfig: SecretKey, identity: SecretKey | None
+    ic_name: str,
+    kubeconfig: SecretKey,
+    identity: SecretKey | None,
+    identity_type: str = "GoogleApplicationCredentials",
 ) -> cpc.ClusterProviderConfig:
     """The provider-kubernetes ClusterProviderConfig ModelReplicas and ModelCaches use (§4.7)."""
     spec = cpc.Spec(
@@ -156,7 +159,7 @@ def cluster_provider_config(
     )
     if identity is not None:
         spec.identity = cpc.Identity(
-            type="GoogleApplicationCredentials",
+            type=identity_type,
             source="Secret",
             secretRef=cpc.SecretRef(namespace=NAMESPACE, name=identity.name, key=identity.key),
         )

@@ -5,11 +5,12 @@ Keys (as the other clouds, spec C2): network, subnet, cluster, nodegroup-system,
 nodegroup-<pool>, gpucluster-<fabric>, filesystem (with a cache block),
 provider-config-kubernetes, provider-config-helm.
 
-Nebius publishes the cluster's endpoint and CA only, with no identity, so the ProviderConfigs
-read a kubeconfig the platform team provides (``spec.credentialsSecretRef``). Until that Secret
-exists with its key, ``KubeconfigReady`` is False (``KubeconfigIncomplete``, naming the step),
-the XR is not ready and no ProviderConfig is composed; ProviderConfigs composed earlier are
-held, never dropped.
+Nebius publishes the cluster's kubeconfig with the endpoint and CA only, so the ProviderConfigs
+add an identity: the platform team's Nebius service-account credentials
+(``spec.credentialsSecretRef``, identity type ``NebiusServiceAccountCredentials``). Until that
+Secret exists with its key, ``KubeconfigReady`` is False (``KubeconfigIncomplete``, naming the
+step), the XR is not ready, publishes no secrets and composes no ProviderConfig;
+ProviderConfigs composed earlier are held, never dropped.
 """
 
 from __future__ import annotations
@@ -82,10 +83,10 @@ def compose_nebius_cluster(
         desired[f"{NODE_GROUP_PREFIX}{pool.name}"] = res.node_group_manifest(spec, pool)
 
     ref = spec.credentialsSecretRef
-    secret_key = SecretKey(ref.name, namespace, ref.key or res.KUBECONFIG_KEY)
+    secret_key = SecretKey(ref.name, namespace, ref.key or res.CREDENTIALS_KEY)
     state, message = credentials_state(name, namespace, secret_key, credentials)
     if state is True:
-        kubernetes_config, helm_config = res.provider_config_manifests(name, secret_key)
+        kubernetes_config, helm_config = res.provider_config_manifests(name, namespace, secret_key)
         desired["provider-config-kubernetes"] = kubernetes_config
         desired["provider-config-helm"] = helm_config
     else:
@@ -112,16 +113,16 @@ def compose_nebius_cluster(
 def credentials_state(
     name: str, namespace: str, secret: SecretKey, credentials: list[JSON] | None
 ) -> tuple[bool | None, str]:
-    """Whether the platform team's kubeconfig Secret is there with its key (None: not known
-    yet), and a message that names the step when it is not."""
+    """Whether the platform team's Nebius credentials Secret is there with its key (None: not
+    known yet), and a message that names the step when it is not."""
     if credentials is None:
         return None, f"looking up Secret {secret.name} in {namespace}"
     published = res.published_kubeconfig_secret(name)
     step = (
-        f"Nebius publishes this cluster's endpoint and CA only (Secret {published}, key "
-        f"{res.KUBECONFIG_KEY}), with no identity the providers can use: create Secret "
-        f"{secret.name} in {namespace} with key {secret.key} holding a kubeconfig for that "
-        "endpoint and CA with a service-account token (docs/platform.md, Nebius)"
+        f"Nebius publishes this cluster's kubeconfig (Secret {published}) with the endpoint "
+        f"and CA only: create Secret {secret.name} in {namespace} with key {secret.key} "
+        "holding the credentials of a Nebius service account with access to the cluster, "
+        "which the ProviderConfigs add as their identity (docs/platform.md, Nebius)"
     )
     if not credentials:
         return False, f"Secret {secret.name} not found. {step}"
@@ -131,7 +132,7 @@ def credentials_state(
     )
     if secret.key not in keys:
         return False, f"Secret {secret.name} has no key {secret.key}. {step}"
-    return True, f"the ProviderConfigs read Secret {secret.name}, key {secret.key}"
+    return True, f"the ProviderConfigs authenticate with Secret {secret.name}, key {secret.key}"
 
 
 def spec_problems(spec: Spec) -> list[str]:
@@ -172,19 +173,9 @@ def spec_problems(spec: Spec) -> list[str]:
 
 
 def status(name: str, observed: Mapping[str, JSON], credentials: SecretKey | None) -> JSON:
-    """status.secrets once the ProviderConfigs are composed; the published kubeconfig always;
-    the mk8s cluster ID once observed."""
-    result: JSON = {
-        "secrets": (
-            [{"type": "Kubeconfig", "name": credentials.name, "key": credentials.key}]
-            if credentials is not None
-            else []
-        ),
-        "publishedKubeconfig": {
-            "name": res.published_kubeconfig_secret(name),
-            "key": res.KUBECONFIG_KEY,
-        },
-    }
+    """status.secrets (the published kubeconfig and the credentials, together) once the
+    ProviderConfigs are composed, none before; the mk8s cluster ID once observed."""
+    result: JSON = {"secrets": res.status_secrets(name, credentials) if credentials else []}
     cluster_id = at_provider(observed.get("cluster"), "id")
     if cluster_id:
         result["clusterId"] = cluster_id

@@ -13,7 +13,11 @@ import re
 from modelplane_common.managed import validated
 from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
-from modelplane_common.provider_configs import SecretKey, kubeconfig_provider_configs
+from modelplane_common.provider_configs import (
+    IDENTITY_TYPES,
+    SecretKey,
+    kubeconfig_provider_configs,
+)
 from modelplane_schemas.generated.compute_nebius_m_upbound_io.v1beta1 import (
     filesystem,
     gpucluster,
@@ -45,6 +49,9 @@ SYSTEM_DISK_GIB = 128
 # The cache filesystem's mount tag on every GPU node (virtiofs).
 CACHE_MOUNT_TAG = "modelplane-cache"
 KUBECONFIG_KEY = "kubeconfig"
+# The secret type (and provider identity type) of the platform team's credentials.
+CREDENTIALS_TYPE = "NebiusServiceAccountCredentials"
+CREDENTIALS_KEY = "credentials.json"
 MATCH_CONTROLLER = {"matchControllerRef": True}
 # The XRD's rules, checked again in the function (render, an older XRD).
 PROJECT_ID = re.compile(r"^project-[a-z0-9]+$")
@@ -56,7 +63,7 @@ FABRIC = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def published_kubeconfig_secret(xr_name: str) -> str:
-    """The Secret the provider writes: the cluster's endpoint and CA, no identity."""
+    """The Secret the provider writes: the cluster's endpoint and CA, no user."""
     return child_name(xr_name, "kubeconfig")
 
 
@@ -243,7 +250,21 @@ def node_group_manifest(spec: Spec, pool: NodePool) -> JSON:
     return _node_group(spec, pool.name, template, low, high)
 
 
-def provider_config_manifests(xr_name: str, credentials: SecretKey) -> tuple[JSON, JSON]:
-    """The kubernetes and helm ProviderConfigs, reading the platform team's kubeconfig: the
-    one Nebius publishes has no identity, and provider-kubernetes has no Nebius identity type."""
-    return kubeconfig_provider_configs(provider_config_name(xr_name), credentials)
+def provider_config_manifests(
+    xr_name: str, namespace: str, credentials: SecretKey
+) -> tuple[JSON, JSON]:
+    """The kubernetes and helm ProviderConfigs: the kubeconfig Nebius publishes (endpoint and
+    CA) plus the platform team's service-account credentials as their identity."""
+    return kubeconfig_provider_configs(
+        provider_config_name(xr_name),
+        SecretKey(published_kubeconfig_secret(xr_name), namespace, KUBECONFIG_KEY),
+        credentials,
+        identity_type=IDENTITY_TYPES[CREDENTIALS_TYPE],
+    )
+
+
+def status_secrets(xr_name: str, credentials: SecretKey) -> list[JSON]:
+    return [
+        {"type": "Kubeconfig", "name": published_kubeconfig_secret(xr_name), "key": KUBECONFIG_KEY},
+        {"type": CREDENTIALS_TYPE, "name": credentials.name, "key": credentials.key},
+    ]

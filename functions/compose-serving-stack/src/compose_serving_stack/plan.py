@@ -14,6 +14,7 @@ from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import held_with_external_name, without_status
 from modelplane_common.observed import held, is_ready
 from modelplane_common.plain import JSON
+from modelplane_common.provider_configs import IDENTITY_TYPES
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
 
@@ -34,7 +35,7 @@ def compose(xr: JSON, observed: Mapping[str, JSON]) -> Outcome:
         return _hold(outcome, observed, f"invalid ServingStack: {validation_summary(err)}")
     secrets = stack.spec.secrets
     kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
-    identity = next((s for s in secrets if s.type == "GCPServiceAccountKey"), None)
+    identity = next((s for s in secrets if s.type in IDENTITY_TYPES), None)
     if kubeconfig is None:
         return _hold(outcome, observed, "spec.secrets has no secret of type Kubeconfig")
 

@@ -11,7 +11,11 @@ from typing import Any
 from modelplane_common import helm
 from modelplane_common.naming import child_name
 from modelplane_common.plain import JSON
-from modelplane_common.provider_configs import SecretKey, kubeconfig_provider_configs
+from modelplane_common.provider_configs import (
+    IDENTITY_TYPES,
+    SecretKey,
+    kubeconfig_provider_configs,
+)
 from modelplane_schemas.generated.helm_m_crossplane_io.v1beta1 import release as hr
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import servingstack as ss
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1 import object as kobj
@@ -64,6 +68,7 @@ def provider_configs(
         SecretKey(kubeconfig.name, namespace, kubeconfig.key),
         SecretKey(identity.name, namespace, identity.key) if identity else None,
         namespace=namespace,
+        identity_type=IDENTITY_TYPES[identity.type if identity else "GCPServiceAccountKey"],
     )
 
 

@@ -12,7 +12,7 @@ class CredentialsSecretRef(BaseModel):
         populate_by_name=True,
     )
     name: Annotated[str, Field(max_length=253, min_length=1)]
-    key: Annotated[str | None, Field(max_length=253, min_length=1)] = "kubeconfig"
+    key: Annotated[str | None, Field(max_length=253, min_length=1)] = "credentials.json"
 
 
 class Cache(BaseModel):
@@ -70,18 +70,9 @@ class Secret(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    type: Literal["Kubeconfig"] = "Kubeconfig"
+    type: Literal["Kubeconfig", "NebiusServiceAccountCredentials"]
     name: Annotated[str, Field(max_length=253)]
     key: Annotated[str, Field(max_length=253)]
-
-
-class PublishedKubeconfig(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-    )
-    name: Annotated[str | None, Field(max_length=253)] = None
-    key: Annotated[str | None, Field(max_length=253)] = None
 
 
 class Status(BaseModel):
@@ -90,7 +81,6 @@ class Status(BaseModel):
         populate_by_name=True,
     )
     secrets: Annotated[list[Secret] | None, Field(max_length=8)] = None
-    publishedKubeconfig: PublishedKubeconfig | None = None
     clusterId: Annotated[str | None, Field(max_length=128)] = None
     conditions: list[dict[str, Any]] | None = None
 

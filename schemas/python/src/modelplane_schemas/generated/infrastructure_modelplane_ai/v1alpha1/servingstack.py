@@ -11,7 +11,7 @@ class Secret(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    type: Literal["Kubeconfig", "GCPServiceAccountKey"]
+    type: Literal["Kubeconfig", "GCPServiceAccountKey", "NebiusServiceAccountCredentials"]
     name: Annotated[str, Field(max_length=253, min_length=1)]
     key: Annotated[str, Field(max_length=253, min_length=1)]
 

@@ -145,7 +145,7 @@ class CredentialsSecretRef(BaseModel):
         populate_by_name=True,
     )
     name: Annotated[str, Field(max_length=253, min_length=1)]
-    key: Annotated[str | None, Field(max_length=253, min_length=1)] = "kubeconfig"
+    key: Annotated[str | None, Field(max_length=253, min_length=1)] = "credentials.json"
 
 
 class Cache5(BaseModel):
