@@ -26,7 +26,7 @@ from robustness_fuzz import Base
 
 # multi-cluster runs every function but compose-model-cache; multi-node adds it; disaggregated
 # (prefill/decode engines) and canary (two deployments behind one weighted service) widen them;
-# cloud-clusters is the only one with an AKSCluster.
+# cloud-clusters is the only one with an AKSCluster, a VultrCluster or a NebiusCluster.
 EXAMPLES = ("multi-cluster", "multi-node", "disaggregated", "canary", "cloud-clusters")
 
 JSON = dict[str, Any]
