@@ -247,7 +247,10 @@ def summary(plane: ControlPlane, obj: JSON) -> str:
     if isinstance(at_provider, dict):
         for field in ("endpoint", "nodeCount", "email", "status"):
             if field in at_provider:
-                return f"{field}={at_provider[field]}"
+                value = at_provider[field]
+                if isinstance(value, dict) and "state" in value:
+                    return f"state={value['state']}"  # Nebius: atProvider.status.state
+                return f"{field}={value}"
         return ""
     return _kubernetes_summary(obj)
 
