@@ -327,3 +327,15 @@ def test_a_bad_project_id_is_held_naming_the_field():
     rsp = run(xr)
     assert desired_resources(rsp) == {}
     assert "spec.projectId" in conditions(rsp)["ClusterReady"][2]
+
+
+def test_held_provider_configs_keep_their_credentials_published_after_a_rename():
+    observed = observe_all(desired_resources(run(nebius_xr(), secret=[SECRET])))
+    xr = nebius_xr()
+    xr["spec"]["credentialsSecretRef"]["name"] = "not-created-yet"
+    rsp = run(xr, observed, secret=[])
+    desired = desired_resources(rsp)
+    for key in PROVIDER_CONFIGS:
+        assert desired[key]["spec"] == observed[key]["spec"], key
+    assert desired_status(rsp)["secrets"][1]["name"] == ADMIN
+    assert conditions(rsp)["KubeconfigReady"][1] == "KubeconfigIncomplete"

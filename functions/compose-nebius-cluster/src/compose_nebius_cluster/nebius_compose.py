@@ -95,8 +95,9 @@ def compose_nebius_cluster(
             if key in observed:
                 desired[key] = held(observed[key])
     usable = all(key in desired for key in PROVIDER_CONFIGS)
+    published = secret_key if state is True else _held_identity(observed, namespace)
     outcome = cluster_outcome(
-        desired, observed, status(name, observed, secret_key if usable else None), ALWAYS_READY
+        desired, observed, status(name, observed, published if usable else None), ALWAYS_READY
     )
     outcome.requirements = wanted
     if state is True:
@@ -108,6 +109,13 @@ def compose_nebius_cluster(
         if not usable:
             outcome.composite_ready = False
     return outcome
+
+
+def _held_identity(observed: Mapping[str, JSON], namespace: str) -> SecretKey | None:
+    """The credentials the held ProviderConfigs read, which status keeps naming."""
+    ref = tolerant.mapping(observed.get(PROVIDER_CONFIGS[0]), "spec", "identity", "secretRef")
+    name, key = tolerant.text(ref, "name"), tolerant.text(ref, "key")
+    return SecretKey(name, namespace, key) if name and key else None
 
 
 def credentials_state(
