@@ -302,3 +302,17 @@ def test_simulated_nebius_inference_cluster_waits_for_the_kubeconfig_then_conver
         assert groups["h100"]["template"]["resources"]["preset"] == "8gpu-128vcpu-1600gb"
         (gpu_cluster,) = plane.list(kind="GpuCluster", namespace=NS)
         assert gpu_cluster["spec"]["forProvider"]["infinibandFabric"] == "fabric-3"
+
+
+def test_a_class_whose_preset_disagrees_with_its_gpu_count_holds_back_its_pool():
+    wrong = copy.deepcopy(CLASS)
+    wrong["spec"]["provisioning"]["nebius"]["preset"] = "1gpu-16vcpu-200gb"
+    rsp = run_function(
+        InferenceClusterFunction(), make_request(CLUSTER, None, required(CLUSTER, (wrong,)))
+    )
+    assert "nebius-cluster" not in desired_resources(rsp)  # no pool left to build
+    status, reason, message = conditions(rsp)["PoolsResolved"]
+    assert (status, reason) == ("False", "InvalidNodePool")
+    assert "provisioning.nebius.preset 1gpu-16vcpu-200gb does not have accelerator.count 8" in (
+        message
+    )

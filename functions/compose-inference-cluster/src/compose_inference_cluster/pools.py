@@ -194,6 +194,13 @@ def _pool_provisioning(
                 f"{cloud} offers no AMD GPUs: provision the pool on AKS (ND MI300X v5) or "
                 "adopt its nodes in an Existing cluster"
             )
+        elif cloud == "Nebius" and not block.preset.startswith(f"{block.accelerator.count}gpu-"):
+            # A Nebius preset fixes a node's GPUs (8gpu-128vcpu-1600gb: eight).
+            problems.append(
+                f"InferenceClass {pool.className}: provisioning.nebius.preset {block.preset} does "
+                f"not have accelerator.count {block.accelerator.count} GPUs "
+                f"(a preset starting {block.accelerator.count}gpu-)"
+            )
         else:
             problems.append("")
     return problems
