@@ -21,6 +21,8 @@ GENERATED = Path(generated.__file__).parent
 def plural(kind: str) -> str:
     """The English plural Kubernetes projects give their kinds (Policy → policies)."""
     lower = kind.lower()
+    if lower == "kubernetes":
+        return lower  # Vultr's VKE Kubernetes: its CRD's plural is the singular
     if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "o", "u"):
         return lower[:-1] + "ies"
     if lower.endswith(("s", "x", "ch", "sh")):
