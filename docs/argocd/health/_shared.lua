@@ -65,4 +65,26 @@ local function progressing(types)
   end
   return verdict("Progressing", describe(ready))
 end
+
+-- A cloud cluster an InferenceCluster composes (GKECluster, EKSCluster, AKSCluster,
+-- NebiusCluster, VultrCluster): Degraded on ClusterReady=False InvalidSpec, Healthy once
+-- Ready (with the API server when published), else Progressing explained by ``waits``.
+local function cloudClusterHealth(waits)
+  local crossplane = crossplaneHealth()
+  if crossplane ~= nil then
+    return crossplane
+  end
+  local cluster = condition("ClusterReady")
+  if has(cluster, "False", "InvalidSpec") then
+    return verdict("Degraded", describe(cluster))
+  end
+  if has(condition("Ready"), "True") then
+    local endpoint = (obj.status or {}).endpoint
+    if endpoint ~= nil and endpoint ~= "" then
+      return verdict("Healthy", "Cluster and node pools are ready; API server " .. endpoint)
+    end
+    return verdict("Healthy", "Cluster and node pools are ready")
+  end
+  return progressing(waits)
+end
 -- END shared
