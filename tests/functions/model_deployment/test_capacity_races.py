@@ -37,14 +37,25 @@ def replica(deployment: str, cluster: str, created: str, ready: bool = False) ->
     return observe(body, ready_status()) if ready else body
 
 
-def reconcile(deployment: str, ours: dict[str, dict], fleet: list[dict], now: str = NOW):
+def reconcile(
+    deployment: str,
+    ours: dict[str, dict],
+    fleet: list[dict],
+    now: str = NOW,
+    spec: dict | None = None,
+    clusters: list[dict] | None = None,
+):
     xr = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "ModelDeployment",
         "metadata": {"name": deployment, "namespace": f.NAMESPACE},
-        "spec": f.spec(1),
+        "spec": spec or f.spec(1),
     }
-    required = {"clusters": CLUSTERS, "all-replicas": fleet, "service-routes": []}
+    required = {
+        "clusters": clusters or CLUSTERS,
+        "all-replicas": fleet,
+        "service-routes": [],
+    }
     request = make_request(xr, observed=ours, required=required)
     request.context.CopyFrom(struct_pb2.Struct())
     request.context.update({"modelplane.ai/now": now})
@@ -126,3 +137,87 @@ def test_an_old_replica_on_a_pool_that_shrank_is_kept_and_reported():
     assert placed(rsp) == {replica_name("second", "a", 0): "a"}
     assert "over-committed" in conditions(rsp)["ReplicasReady"][2]
     assert not [r for r in results(rsp) if "lost the last free devices" in r[1]]
+
+
+def test_a_lost_replica_still_listed_never_makes_a_serving_replica_retire():
+    # Review finding: the loser a/0, dropped last reconcile, is still listed while it is
+    # deleted; with replicas: 2 it was retained again, and the scale-down then retired the
+    # only serving replica, z/0. Races are judged before any scale-down now.
+    clusters = [f.cluster("a", f.pool("p", 1)), f.cluster("b", f.pool("p", 4))]
+    clusters.append(f.cluster("z", f.pool("p", 4)))
+    winner = replica("winner", "a", "2026-11-27T12:00:01Z")
+    lost = replica("m", "a", "2026-11-27T12:00:02Z")
+    new = replica("m", "b", "2026-11-27T12:00:03Z")
+    serving = replica("m", "z", "2026-11-27T10:00:00Z", ready=True)
+    name = replica_name("m", "z", 0)
+    endpoint = observe(
+        {
+            "apiVersion": "modelplane.ai/v1alpha1",
+            "kind": "ModelEndpoint",
+            "metadata": {"name": name, "namespace": f.NAMESPACE},
+            "spec": {"url": "http://203.0.113.10/v1", "rewritePath": f"/{f.NAMESPACE}/{name}/"},
+        },
+        ready_status(),
+    )
+    endpoint["status"]["routing"] = {"backendName": f"{name}-svc"}
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "chat", "namespace": f.NAMESPACE},
+        "spec": {"rules": [{"backendRefs": [{"name": f"{name}-svc", "port": 80, "weight": 1}]}]},
+    }
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "m", "namespace": f.NAMESPACE},
+        "spec": f.spec(2),
+    }
+    observed = {"replica-b-0": new, "replica-z-0": serving, "endpoint-z-0": endpoint}
+    required = {
+        "clusters": clusters,
+        "all-replicas": [winner, lost, new, serving],
+        "service-routes": [route],
+    }
+    request = make_request(xr, observed=observed, required=required)
+    request.context.CopyFrom(struct_pb2.Struct())
+    request.context.update({"modelplane.ai/now": NOW})
+    rsp = run_function(ModelDeploymentFunction(), request)
+    desired = desired_resources(rsp)
+    assert set(desired) == {"replica-b-0", "replica-z-0", "endpoint-z-0"}
+    assert "modelplane.ai/retiring" not in (desired["endpoint-z-0"]["metadata"].get("labels") or {})
+    assert "retiring" not in conditions(rsp)["ReplicasScheduled"][2]
+    # Dropped on an earlier reconcile: not announced again on every one while it is listed.
+    assert not [r for r in results(rsp) if "lost the last free devices" in r[1]]
+
+
+def test_a_loser_that_gives_way_leaves_room_for_the_replicas_after_it():
+    # One node of 2 GPUs: g (1 GPU) first, then f (2 GPUs, does not fit), then o (1 GPU).
+    # f gives way (its deployment places it again), so o fits and is not disturbed.
+    two_gpus = [f.cluster("a", f.pool("p", 1, f.gpu(2)))]
+
+    def shaped(deployment: str, count: int, created: str) -> dict:
+        body = f.replica(f.spec(1, f.standalone(count=count)), "a", 0, deployment_name=deployment)
+        body["metadata"]["name"] = replica_name(deployment, "a", 0)
+        body["metadata"]["creationTimestamp"] = created
+        return body
+
+    g = shaped("g", 1, "2026-11-27T12:00:00Z")
+    big = shaped("f", 2, "2026-11-27T12:00:01Z")
+    o = shaped("o", 1, "2026-11-27T12:00:02Z")
+    fleet = [g, big, o]
+    one_gpu, two = f.spec(1, f.standalone(count=1)), f.spec(1, f.standalone(count=2))
+    rsp = reconcile("o", {"replica-a-0": o}, fleet, spec=one_gpu, clusters=two_gpus)
+    assert placed(rsp) == {replica_name("o", "a", 0): "a"}
+    assert "over-committed" not in conditions(rsp)["ReplicasReady"][2]
+    rsp = reconcile("f", {"replica-a-0": big}, fleet, spec=two, clusters=two_gpus)
+    assert placed(rsp) == {}
+    assert conditions(rsp)["ReplicasScheduled"][1] == "InsufficientCapacity"
+
+
+def test_creation_times_are_compared_as_times_not_strings():
+    # '12:00:01.5Z' sorts before '12:00:01Z' as a string, and an offset hides the order.
+    early = replica("zeta", "a", "2026-11-27T13:00:01+01:00")  # 12:00:01Z
+    late = replica("alpha", "a", "2026-11-27T12:00:01.500000Z")
+    fleet = [early, late]
+    assert set(placed(reconcile("zeta", {"replica-a-0": early}, fleet)).values()) == {"a"}
+    assert set(placed(reconcile("alpha", {"replica-a-0": late}, fleet)).values()) == {"b"}

@@ -202,3 +202,27 @@ def test_scaling_to_zero_withdraws_every_routed_replica_before_deleting_it():
     assert conditions(rsp)["ReplicasScheduled"][:2] == ("True", "ScaledToZero")
     # The ModelService's route now has no backend (the gateway answers 500): they go.
     assert desired_resources(scale(0, TWO, [route()])) == {}
+
+
+def test_an_endpoint_whose_backend_is_being_recreated_still_retires_first():
+    # status.routing: {} (its Service is being recreated) while the route still rewrites to
+    # its path: it may still be sent traffic, so it is not deleted outright.
+    observed = {k: dict(v) for k, v in TWO.items()}
+    recreating = dict(observed["endpoint-b-0"])
+    recreating["status"] = {**recreating["status"], "routing": {}}
+    observed["endpoint-b-0"] = recreating
+    assert retiring(scale(1, observed, [route(("a", 0), ("b", 0))]), "endpoint-b-0")
+
+
+def test_a_replica_wanted_again_loses_its_retiring_label_even_when_its_readiness_is_unknown():
+    withdrawn = desired_resources(scale(1, TWO, [route(("a", 0), ("b", 0))]))
+    observed = dict(TWO)
+    observed["endpoint-b-0"] = observe(withdrawn["endpoint-b-0"], ready_status()) | {
+        "status": TWO["endpoint-b-0"]["status"]
+    }
+    unknown = dict(TWO["replica-b-0"])
+    unknown["status"] = {}  # its Ready condition lost
+    observed["replica-b-0"] = unknown
+    rsp = scale(2, observed, [route(("a", 0))])
+    assert "endpoint-b-0" in desired_resources(rsp)
+    assert not retiring(rsp, "endpoint-b-0")

@@ -31,7 +31,7 @@ from modelplane_common.function import (
 from modelplane_common.observed import condition, held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
-from compose_model_deployment import names, scheduler, traffic, wire
+from compose_model_deployment import messages, names, scheduler, traffic, wire
 from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
 
 API_VERSION = "modelplane.ai/v1alpha1"
@@ -430,7 +430,10 @@ def _outcome(
                 ready=is_ready(observed_endpoint),
             )
         elif observed_endpoint is not None and not _withdrawn(cluster, observed):
-            outcome.compose(endpoint, held(observed_endpoint), ready=is_ready(observed_endpoint))
+            kept = held(observed_endpoint)
+            # Wanted again after retiring: unknown readiness never withdraws traffic.
+            (kept.get("metadata") or {}).get("labels", {}).pop(drain_annotations.RETIRING, None)
+            outcome.compose(endpoint, kept, ready=is_ready(observed_endpoint))
             _note_unknown(unknowns, cluster, placement.name, observed)
 
     outcome.composite_status = {
@@ -462,8 +465,9 @@ def _outcome(
     elif not observed_any:
         outcome.condition(SCHEDULED, False, "Scheduling")
     else:
-        message = f"Scheduled {placed} of {wanted} replicas" + scheduler.drain_message(
-            result, prefix="; "
+        message = messages.bounded(
+            f"Scheduled {placed} of {wanted} replicas"
+            + scheduler.drain_message(result, prefix="; ")
         )
         outcome.condition(SCHEDULED, True, "ReplicasCreated", message)
     for placement in result.placements:
@@ -479,6 +483,8 @@ def _outcome(
                 reason="Draining",
             )
     for name, cluster in result.lost:
+        if not any(tolerant.name_of(body) == name for body in request.observed.values()):
+            continue  # dropped on an earlier reconcile, still listed while it is deleted
         outcome.event(
             "Warning",
             f"{name} lost the last free devices on {cluster} to replicas created before it "

@@ -332,9 +332,19 @@ class ObservedReplica:
 
     @property
     def created(self) -> str:
-        """``metadata.creationTimestamp``, or NOT_CREATED when absent: the packing's canonical
-        order is first come, first served (design/capacity.md, "Concurrent reconciles")."""
-        return tolerant.text(self.body, "metadata", "creationTimestamp") or NOT_CREATED
+        """``metadata.creationTimestamp`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (so strings
+        sort as times, whatever offset or precision was written), or NOT_CREATED when absent
+        or unreadable: the packing's canonical order is first come, first served
+        (design/capacity.md, "Concurrent reconciles")."""
+        moment = parse_time(tolerant.text(self.body, "metadata", "creationTimestamp"))
+        if moment is None:
+            return NOT_CREATED
+        return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    @property
+    def deleting(self) -> bool:
+        """Being deleted (``metadata.deletionTimestamp`` set): never retained, still charged."""
+        return bool(tolerant.text(self.body, "metadata", "deletionTimestamp"))
 
     @property
     def engines(self) -> list[Mapping[str, Any]]:

@@ -61,7 +61,7 @@ def scheduled_message(schedule_: Schedule, wanted: int) -> str:
         head = f"{placed} of {wanted} replicas scheduled"
         tail = f"; 0/{total} clusters available for the rest"
     message = head + (f"{tail}: {schedule_.shortfall}" if schedule_.shortfall else "")
-    return _bounded(message + drain_message(schedule_, prefix="; "))
+    return bounded(message + drain_message(schedule_, prefix="; "))
 
 
 def drain_message(schedule_: Schedule, prefix: str = "") -> str:
@@ -91,7 +91,8 @@ def drain_message(schedule_: Schedule, prefix: str = "") -> str:
     return prefix + "; ".join(parts) if parts else ""
 
 
-def _bounded(message: str) -> str:
+def bounded(message: str) -> str:
+    """A condition message cut to MAX_MESSAGE_LENGTH."""
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
     return message

@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from compose_model_deployment import devices
 from compose_model_deployment.devices import Demand, Pool
@@ -98,8 +98,12 @@ class Packed:
     free: list[list[int]]
     overflow: int = 0  # pods that fit on no node
     demanded: int = 0  # devices claimed by every pod
-    # Replicas with a pod that fit on no node: those that lost the pool to earlier ones.
+    # Replicas with a pod that fit on no node, charged anyway (they run or stay): the pool is
+    # over-committed for them.
     losers: set[Key] = dataclasses.field(default_factory=set)
+    # Replicas that yield (a race loser its deployment places again): they did not fit whole
+    # after the replicas before them and are not charged at all.
+    yielded: set[Key] = dataclasses.field(default_factory=set)
 
 
 def _fits(row: Sequence[int], demand: Demand) -> bool:
@@ -152,12 +156,22 @@ def _overflow_node(free: list[list[int]], pod: Pod, taken: set[int]) -> int | No
 
 
 def replay(
-    per_node: tuple[int, ...], nodes: int, groups: Iterable[tuple[Key, Sequence[Pod]]]
+    per_node: tuple[int, ...], nodes: int, groups: Iterable[tuple[Key, Sequence[Pod], bool]]
 ) -> Packed:
-    """Pack groups (replicas by key, already in canonical order) onto fresh nodes."""
+    """Pack groups (replicas by key, already in canonical order, and whether each yields)
+    onto fresh nodes. A yielding replica that does not fit whole takes nothing, so the
+    replicas after it are judged as its own deployment will leave the pool: without it."""
     packed = Packed([list(per_node) for _ in range(nodes)])
-    for key, pods in groups:
-        _pack_group(packed, pods, strict=False, key=key)
+    for key, pods, yields in groups:
+        if not yields:
+            _pack_group(packed, pods, strict=False, key=key)
+            continue
+        trial = Packed([list(row) for row in packed.free])
+        if _pack_group(trial, pods, strict=True) is None:
+            packed.free = trial.free
+            packed.demanded += trial.demanded
+        else:
+            packed.yielded.add(key)
     return packed
 
 
@@ -170,23 +184,27 @@ class PoolLedger:
         self.per_node = pool.per_node
         self.keys: list[Key] = []
         self.groups: list[tuple[Pod, ...]] = []
+        self.yielding: list[bool] = []
         self._packed: Packed | None = None
 
     @property
     def offered(self) -> int:
         return self.nodes * sum(self.per_node)
 
-    def add(self, key: Key, pods: Sequence[Pod]) -> None:
+    def add(self, key: Key, pods: Sequence[Pod], yields: bool = False) -> None:
         at = bisect.bisect(self.keys, key)
         self.keys.insert(at, key)
         self.groups.insert(at, tuple(pods))
+        self.yielding.insert(at, yields)
         self._packed = None
 
     @property
     def packed(self) -> Packed:
         if self._packed is None:
             self._packed = replay(
-                self.per_node, self.nodes, zip(self.keys, self.groups, strict=True)
+                self.per_node,
+                self.nodes,
+                zip(self.keys, self.groups, self.yielding, strict=True),
             )
         return self._packed
 
@@ -194,6 +212,7 @@ class PoolLedger:
         """The same replicas with the pool at its autoscaling bound (D5: headroom only)."""
         bigger = PoolLedger(self.pool, max(self.nodes, self.pool.max_nodes or 0))
         bigger.keys, bigger.groups = list(self.keys), list(self.groups)
+        bigger.yielding = list(self.yielding)
         return bigger
 
     def appended(self, pods: Sequence[Pod]) -> int | None:
@@ -216,12 +235,14 @@ class PoolLedger:
                 [list(row) for row in self.packed.free],
                 demanded=self.packed.demanded,
                 losers=set(self.packed.losers),
+                yielded=set(self.packed.yielded),
             )
             failed = self.packed.overflow or _pack_group(trial, pods, strict=True) is not None
             return None if failed else trial
         keys = [*self.keys[:at], key, *self.keys[at:]]
         groups = [*self.groups[:at], tuple(pods), *self.groups[at:]]
-        packed = replay(self.per_node, self.nodes, zip(keys, groups, strict=True))
+        yielding = [*self.yielding[:at], False, *self.yielding[at:]]
+        packed = replay(self.per_node, self.nodes, zip(keys, groups, yielding, strict=True))
         return None if packed.overflow else packed
 
     def commit(self, key: Key, pods: Sequence[Pod], packed: Packed) -> None:
@@ -233,8 +254,13 @@ class FleetLedger:
     """Every in-set cluster's pool ledgers, each built (and its replicas packed) only when the
     schedule first looks at that cluster: a large fleet is mostly never looked at."""
 
-    def __init__(self, clusters: Mapping[str, Cluster]) -> None:
+    def __init__(
+        self,
+        clusters: Mapping[str, Cluster],
+        yields: Callable[[ObservedReplica], bool] = lambda replica: False,
+    ) -> None:
         self._clusters = clusters
+        self._yields = yields
         self._running: dict[str, list[ObservedReplica]] = {}
         self._built: dict[str, dict[str, PoolLedger]] = {}
 
@@ -245,8 +271,8 @@ class FleetLedger:
             self._built.pop(replica.cluster, None)
 
     def discharge(self, replica: ObservedReplica) -> None:
-        """A replica that will not stay (it lost its pool to earlier ones): its devices are
-        free again for what this reconcile places."""
+        """A replica that will not stay (lost a race, or goes now): its devices are free again
+        for what this reconcile places."""
         running = self._running.get(replica.cluster, [])
         if replica in running:
             running.remove(replica)
@@ -258,9 +284,9 @@ class FleetLedger:
             published = self._clusters[cluster].pools
             built = {name: PoolLedger(pool) for name, pool in published.items()}
             for replica in self._running.get(cluster, ()):
-                key = replica_key(replica)
+                key, yields = replica_key(replica), self._yields(replica)
                 for pool, pods in observed_pods(replica.claims(), published).items():
-                    built[pool].add(key, pods)
+                    built[pool].add(key, pods, yields)
             self._built[cluster] = built
         return built
 

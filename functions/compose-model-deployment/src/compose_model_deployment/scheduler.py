@@ -272,12 +272,13 @@ def schedule(
         if r.namespace == deployment.namespace and r.deployment == deployment.name
     ]
 
-    # Phase 1: retain.
+    # Phase 1: retain. A replica being deleted is not retained (its devices are charged
+    # below until it is gone).
     kept: list[Placement] = []
     identities: set[tuple[str, int]] = set()
     for replica in ours:
         cluster = in_set.get(replica.cluster)
-        if cluster is None or (replica.cluster, replica.index) in identities:
+        if cluster is None or replica.deleting or (replica.cluster, replica.index) in identities:
             continue
         placement = _retain(deployment, replica, cluster)
         if placement is not None:
@@ -296,6 +297,31 @@ def schedule(
         else:
             settled.append(placement)
 
+    # Capacity ledgers: every replica that holds devices (every other deployment's, ours that
+    # are retained or still being deleted), packed in canonical order (packing.py), so every
+    # reconcile of every deployment computes the same picture.
+    ledger = packing.FleetLedger(in_set, yields=lambda replica: _yields(replica, now))
+    kept_names = {p.observed.name for p in kept if p.observed is not None}
+    for replica in observed:
+        is_ours = replica.namespace == deployment.namespace and (
+            replica.deployment == deployment.name
+        )
+        if not is_ours or replica.name in kept_names or replica.deleting:
+            ledger.charge(replica)
+
+    # A race lost: reconciles made from one snapshot took the same last devices, and the
+    # canonical replay (first come, first served) has no room for a replica of ours created
+    # moments ago and not Ready. It yields (the replay leaves it out) and is placed again
+    # below, before any scale-down is judged. Anything else left without a node is kept and
+    # its pool reported over-committed (a pool that shrank, spec §5.5): nothing running moves.
+    lost = _lost_races(settled, ledger, in_set)
+    if lost:
+        gone = {p.name for p in lost}
+        settled = [p for p in settled if p.name not in gone]
+        for placement in lost:
+            assert placement.observed is not None  # only observed replicas can lose
+            ledger.discharge(placement.observed)
+
     # Phase 2: scale down (draining replicas leave by themselves).
     settled, victims = _scale_down(settled, deployment.replicas)
     still_needed = max(0, deployment.replicas - sum(p.name in serving for p in settled))
@@ -309,31 +335,11 @@ def schedule(
         (p, f"replaced ({p.draining})") for p in released
     ]
     retiring = [_retire(p, why) for p, why in going if p.name in routed]
+    for placement, _ in going:
+        if placement.name not in routed and placement.observed is not None:
+            ledger.discharge(placement.observed)
     kept = settled + leaving + retiring
 
-    # Capacity ledgers: every other replica and our kept ones, at the devices they run with,
-    # packed in canonical order (packing.py), so every reconcile computes the same picture.
-    ledger = packing.FleetLedger(in_set)
-    kept_names = {p.observed.name for p in kept if p.observed is not None}
-    for replica in observed:
-        is_ours = replica.namespace == deployment.namespace and (
-            replica.deployment == deployment.name
-        )
-        if not is_ours or replica.name in kept_names:
-            ledger.charge(replica)
-
-    # A race lost: reconciles made from one snapshot took the same last devices, and the
-    # canonical replay (first come, first served) leaves a replica of ours, created moments
-    # ago and not Ready, without a node. It is placed again below. Anything older is kept and
-    # its pool reported over-committed (a pool that shrank, spec §5.5): nothing running moves.
-    lost = _lost_races(settled, ledger, in_set, now)
-    if lost:
-        gone = {p.name for p in lost}
-        settled = [p for p in settled if p.name not in gone]
-        kept = [p for p in kept if p.name not in gone]
-        for placement in lost:
-            assert placement.observed is not None  # only observed replicas can lose
-            ledger.discharge(placement.observed)
     # A pool that shrank under its replicas cannot pack them: say so, move nothing. Only a
     # pool where one of ours is left without a node is ours to report: one that lost a race
     # to ours is its own deployment's to place again.
@@ -414,35 +420,37 @@ def schedule(
     )
 
 
-# How long after its creation a replica left without a node counts as having lost a race:
-# the deployment that placed it looks again within seconds (its new ModelReplica is watched)
-# and at the latest after its poll interval, so a race shows well within this.
-RACE_WINDOW = datetime.timedelta(minutes=5)
+# How long after its creation a replica that has not been Ready gives way when the replay has
+# no room for it: the deployment that placed it looks again within seconds (its new
+# ModelReplica is watched), so a race shows on that reconcile; the margin covers a function
+# outage or a Crossplane backlog. Past it, the replica is kept and its pool reported.
+RACE_WINDOW = datetime.timedelta(minutes=15)
+
+
+def _yields(replica: ObservedReplica, now: datetime.datetime | None) -> bool:
+    """Whether a replica gives way when the canonical replay has no room for it: it has not
+    been Ready and was created within RACE_WINDOW (a race loser its deployment places again).
+    Every deployment judges every replica alike, so they agree on the picture."""
+    if now is None or is_ready(replica.body):
+        return False
+    created = parse_time(tolerant.text(replica.body, "metadata", "creationTimestamp"))
+    return created is not None and now - RACE_WINDOW <= created <= now + RACE_WINDOW
 
 
 def _lost_races(
-    settled: Iterable[Placement],
-    ledger: packing.FleetLedger,
-    in_set: Mapping[str, Cluster],
-    now: datetime.datetime | None,
+    settled: Iterable[Placement], ledger: packing.FleetLedger, in_set: Mapping[str, Cluster]
 ) -> list[Placement]:
-    """Our settled replicas, created within RACE_WINDOW and not Ready, that the canonical
-    replay leaves without a node."""
-    if now is None:
-        return []
+    """Our settled replicas that yielded in the canonical replay: placed again this pass."""
     lost = []
     for placement in settled:
         replica = placement.observed
-        if replica is None or placement.frozen or is_ready(replica.body):
-            continue
-        created = parse_time(replica.created)
-        if created is None or not now - RACE_WINDOW <= created <= now + RACE_WINDOW:
+        if replica is None or placement.frozen:
             continue
         pools = in_set[placement.cluster].pools
         key = packing.replica_key(replica)
         ledgers = ledger.pools(placement.cluster)
         if any(
-            key in ledgers[pool].packed.losers
+            key in ledgers[pool].packed.yielded
             for pool in packing.observed_pods(replica.claims(), pools)
         ):
             lost.append(placement)

@@ -80,9 +80,9 @@ def serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
 
 def routed(request: Request) -> frozenset[str]:
     """Our replicas some HTTPRoute of the namespace may still send traffic to: the backend
-    their endpoint publishes has weight in a route, or, when the endpoint's status.routing is
-    missing or malformed, a route still rewrites to its path. All of them while the routes are
-    not resolved. A going replica among these is withdrawn from routes before it is deleted."""
+    their endpoint publishes has weight in a route, or a route still rewrites to its path.
+    All of them while the routes are not resolved. A going replica among these is withdrawn
+    from routes before it is deleted."""
     endpoints = [body for key, body in request.observed.items() if key.startswith(ENDPOINT_PREFIX)]
     routes = request.required(SERVICE_ROUTES)
     if routes is None:
@@ -91,13 +91,11 @@ def routed(request: Request) -> frozenset[str]:
     paths = set().union(*map(_rewrite_paths, routes))
     routed = set()
     for body in endpoints:
-        routing = tolerant.at(body, "status", "routing")
-        backend = tolerant.text(routing, "backendName")
-        if backend is None and not isinstance(routing, Mapping):
-            routed_now = tolerant.text(body, "spec", "rewritePath") in paths
-        else:
-            routed_now = bool(backend) and backend in sent
-        if routed_now:
+        backend = tolerant.text(body, "status", "routing", "backendName")
+        # Either proves it: a route still sends its published backend traffic, or a route
+        # still rewrites to its path (its status lost, or its backend being recreated). Paths
+        # are unique per endpoint, so this never holds another endpoint's route.
+        if (backend and backend in sent) or tolerant.text(body, "spec", "rewritePath") in paths:
             routed.add(tolerant.name_of(body))
     return frozenset(routed)
 
