@@ -132,8 +132,8 @@ def test_a_scaled_down_replica_still_in_a_route_is_withdrawn_first_not_deleted()
     assert scheduled[:2] == ("True", "ReplicasCreated")
     assert (
         f"retiring, out of routes until no route sends them traffic: "
-        f"{replica_name('m', 'b', 0)} (scale-down)"
-    ) in scheduled[2]
+        f"{replica_name('m', 'b', 0)} (scale-down; in HTTPRoute chat)"
+    ) in scheduled[2]  # names what holds it, for whoever wonders why it is still there
     # Looked at again within seconds: the routes are not watched.
     assert rsp.meta.ttl.seconds == 5
 

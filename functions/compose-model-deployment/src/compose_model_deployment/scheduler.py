@@ -250,16 +250,18 @@ def schedule(
     *,
     now: datetime.datetime | None = None,
     serving: frozenset[str] = frozenset(),
-    routed: frozenset[str] = frozenset(),
+    routed: Mapping[str, str] | None = None,
 ) -> Schedule:
     """Place ``deployment``. Selectors must compile (compile_selectors) first.
 
     ``replicas`` is every observed ModelReplica of the fleet, ours and others'. ``now`` is
     the clock failover is judged by (None: no failover); ``serving`` names our replicas that
     are Ready and routed (their endpoint Ready), which lets draining replicas go; ``routed``
-    names our replicas some route may still send traffic to: one of those that is going
-    (scale-down, or a drain whose successor serves) is retired first, not deleted.
+    names our replicas some route may still send traffic to (with what holds each): one of
+    those that is going (scale-down, or a drain whose successor serves) is retired first,
+    not deleted.
     """
+    routed = routed or {}
     in_set = {
         c.name: c
         for c in sorted(clusters, key=lambda c: c.name)
@@ -334,7 +336,7 @@ def schedule(
     going = [(p, "scale-down") for p in victims] + [
         (p, f"replaced ({p.draining})") for p in released
     ]
-    retiring = [_retire(p, why) for p, why in going if p.name in routed]
+    retiring = [_retire(p, f"{why}; in {routed[p.name]}") for p, why in going if p.name in routed]
     for placement, _ in going:
         if placement.name not in routed and placement.observed is not None:
             ledger.discharge(placement.observed)

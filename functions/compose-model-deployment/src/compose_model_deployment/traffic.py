@@ -78,26 +78,30 @@ def serving(request: Request, clusters: Iterable[Cluster]) -> frozenset[str]:
     )
 
 
-def routed(request: Request) -> frozenset[str]:
-    """Our replicas some HTTPRoute of the namespace may still send traffic to: the backend
-    their endpoint publishes has weight in a route, or a route still rewrites to its path.
-    All of them while the routes are not resolved. A going replica among these is withdrawn
-    from routes before it is deleted."""
+def routed(request: Request) -> dict[str, str]:
+    """Our replicas some HTTPRoute of the namespace may still send traffic to, each with what
+    holds it (``HTTPRoute chat``, or ``routes not read yet``): the backend its endpoint
+    publishes has weight in a route, or a route still rewrites to its path. A going replica
+    among these is withdrawn from routes before it is deleted."""
     endpoints = [body for key, body in request.observed.items() if key.startswith(ENDPOINT_PREFIX)]
     routes = request.required(SERVICE_ROUTES)
     if routes is None:
-        return frozenset(tolerant.name_of(body) for body in endpoints)
-    sent = set().union(*map(weighted_backends, routes))
-    paths = set().union(*map(_rewrite_paths, routes))
-    routed = set()
+        return {tolerant.name_of(body): "routes not read yet" for body in endpoints}
+    found: dict[str, str] = {}
     for body in endpoints:
         backend = tolerant.text(body, "status", "routing", "backendName")
+        path = tolerant.text(body, "spec", "rewritePath")
         # Either proves it: a route still sends its published backend traffic, or a route
         # still rewrites to its path (its status lost, or its backend being recreated). Paths
         # are unique per endpoint, so this never holds another endpoint's route.
-        if (backend and backend in sent) or tolerant.text(body, "spec", "rewritePath") in paths:
-            routed.add(tolerant.name_of(body))
-    return frozenset(routed)
+        holding = sorted(
+            tolerant.name_of(route)
+            for route in routes
+            if (backend and backend in weighted_backends(route)) or path in _rewrite_paths(route)
+        )
+        if holding:
+            found[tolerant.name_of(body)] = "HTTPRoute " + ", ".join(holding)
+    return found
 
 
 def _rewrite_paths(route: Mapping[str, Any]) -> set[str]:
