@@ -5,6 +5,7 @@ Pairs with ``serving.run_function``: tests speak plain manifests, the wire speak
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -91,3 +92,14 @@ def function_results(documents: Sequence[Mapping[str, object]]) -> list[dict[str
         for d in documents
         if d.get("kind") == "Result" and str(d.get("message", "")).startswith(prefix)
     ]
+
+
+def validate_against_model(body: Mapping[str, object]) -> None:
+    """``model_validate`` a manifest against the generated model of its kind (from the CRD or
+    XRD ``modelplane generate`` read): unknown fields and wrong types raise."""
+    group, version = str(body["apiVersion"]).split("/")
+    package = group.replace(".", "_").replace("-", "_")
+    module = importlib.import_module(
+        f"modelplane_schemas.generated.{package}.{version}.{str(body['kind']).lower()}"
+    )
+    getattr(module, str(body["kind"])).model_validate(body)

@@ -4,7 +4,6 @@ pool and kubeconfig, a node pool per GPU pool, readiness, and hold-on-invalid.""
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 from compose_aks_cluster.fn import AKSClusterFunction
@@ -20,6 +19,7 @@ from modelplane_common.testing import (
     observe,
     ready_status,
     results,
+    validate_against_model,
 )
 
 NS = "modelplane-system"
@@ -55,16 +55,6 @@ def aks_xr() -> dict:
     return xr
 
 
-def validate_against_crd(body: dict) -> None:
-    """The composed body against the generated model of its provider CRD (names are
-    Crossplane's to generate, so metadata.name is not required here)."""
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_')}.{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
-
-
 def run(xr: dict, observed: dict[str, dict] | None = None):
     rsp = run_function(AKSClusterFunction(), make_request(xr, observed))
     assert not [r for r in results(rsp) if r[0] == "SEVERITY_FATAL"], results(rsp)
@@ -90,7 +80,7 @@ def test_first_pass_composes_network_cluster_pools_and_provider_configs_all_vali
         "provider-config-kubernetes", "provider-config-helm",
     }  # fmt: skip
     for body in desired.values():
-        validate_against_crd(body)
+        validate_against_model(body)
     assert desired["resource-group"]["spec"]["forProvider"] == {"location": "eastus2"}
     assert desired["virtual-network"]["spec"]["forProvider"]["addressSpace"] == ["10.0.0.0/16"]
     assert desired["subnet"]["spec"]["forProvider"]["addressPrefixes"] == ["10.0.0.0/20"]

@@ -4,7 +4,6 @@ kubeconfig, the system node group and a GPU node group, readiness, and hold-on-i
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 
 import pytest
@@ -13,6 +12,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.naming import child_name
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
+from modelplane_common.testing import validate_against_model
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1.ekscluster import (
     EKSCluster,
 )
@@ -71,15 +71,6 @@ def condition(rsp: fnv1.RunFunctionResponse, type_: str) -> fnv1.Condition:
     return found
 
 
-def validate_against_crd(body: dict) -> None:
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_').replace('-', '_')}"
-        f".{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
-
-
 def observe(key: str, body: dict) -> dict:
     out = copy.deepcopy(body)
     metadata = out.setdefault("metadata", {})
@@ -136,7 +127,7 @@ def test_eks_cluster_with_a_gpu_node_group_composes_everything_and_validates():
     resources = desired(rsp)
     assert set(resources) == EXPECTED_KEYS
     for key, body in resources.items():
-        validate_against_crd(body)
+        validate_against_model(body)
         if body["apiVersion"].startswith(("ec2.", "eks.")):
             assert body["spec"]["forProvider"]["region"] == "us-east-1", key
         if body["apiVersion"].endswith("upbound.io/v1beta1"):

@@ -4,12 +4,11 @@ the modelplane.ai/pool contract, and an invalid spec re-emits exactly what was o
 
 from __future__ import annotations
 
-import importlib
-
 from compose_eks_cluster.eks_compose import compose_eks_cluster
 from compose_gke_cluster.gke_compose import compose_gke_cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from modelplane_common.testing import validate_against_model
 
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,10}", fullmatch=True).filter(lambda n: n != "system")
 
@@ -63,14 +62,6 @@ COMPOSE = {"GKE": compose_gke_cluster, "EKS": compose_eks_cluster}
 POOL_KIND = {"GKE": "nodepool", "EKS": "nodegroup"}
 
 
-def validate_against_crd(body: dict) -> None:
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_')}.{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
-
-
 def labels_of(body: dict) -> dict:
     fp = body["spec"]["forProvider"]
     return (fp.get("nodeConfig") or fp)["labels"]
@@ -89,7 +80,7 @@ def test_every_pool_is_composed_valid_and_labelled(case):
     for name, body in composed_pools.items():
         assert labels_of(body)["modelplane.ai/pool"] == name
     for composed in outcome.resources.values():
-        validate_against_crd(composed.body)
+        validate_against_model(composed.body)
 
 
 @settings(max_examples=30, deadline=None)

@@ -3,7 +3,6 @@ and then with every composed resource observed Ready, as a user would run it."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import yaml
 from click.testing import CliRunner
 from modelplane import repo
 from modelplane.main import cli
+from modelplane_common.testing import validate_against_model
 
 EXAMPLES = repo.root() / "examples" / "cloud-clusters"
 READY = {
@@ -25,15 +25,6 @@ def render(*args: str) -> list[dict]:
     result = CliRunner().invoke(cli, ["render", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return [doc for doc in yaml.safe_load_all(result.output) if doc]
-
-
-def validate_against_crd(body: dict) -> None:
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_').replace('-', '_')}"
-        f".{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
 
 
 def condition(xr: dict, type_: str) -> dict:
@@ -78,7 +69,7 @@ def test_render_example_then_converge(example: str, kind: str, pools: set[str], 
     xr, *composed = render(str(EXAMPLES / example))
     assert xr["kind"] == kind
     for body in composed:
-        validate_against_crd(body)
+        validate_against_model(body)
     labels = [
         (body["spec"]["forProvider"].get("nodeConfig") or body["spec"]["forProvider"])["labels"]
         for body in composed
@@ -90,7 +81,7 @@ def test_render_example_then_converge(example: str, kind: str, pools: set[str], 
 
     xr, *composed = render(str(EXAMPLES / example), "-o", str(observe_all(composed, tmp_path)))
     for body in composed:
-        validate_against_crd(body)
+        validate_against_model(body)
     assert condition(xr, "ClusterReady")["reason"] == "ClusterRunning"
     assert xr["status"]["endpoint"] == "203.0.113.10"
     if kind == "GKECluster":

@@ -4,7 +4,6 @@ gate-then-hold for the IAM binding, status from observed resources, and hold-on-
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 from compose_gke_cluster.fn import GKEClusterFunction
@@ -12,6 +11,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.naming import child_name
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.serving import run_function
+from modelplane_common.testing import validate_against_model
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1.gkecluster import (
     GKECluster,
 )
@@ -91,16 +91,6 @@ def fatal(rsp: fnv1.RunFunctionResponse) -> list[str]:
     return [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
 
 
-def validate_against_crd(body: dict) -> None:
-    """model_validate a composed manifest against the generated model of its kind."""
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_').replace('-', '_')}"
-        f".{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
-
-
 def observe(key: str, body: dict, **status: object) -> dict:
     """What Crossplane observes once ``body`` exists: a generated name, server metadata,
     the composition-resource-name annotation, a Ready condition, and ``status``."""
@@ -157,7 +147,7 @@ def test_l4_and_h100_pools_compose_a_whole_cluster_and_every_manifest_validates(
     # The IAM binding waits for the service account's email (C3).
     assert set(resources) == EXPECTED_KEYS
     for body in resources.values():
-        validate_against_crd(body)
+        validate_against_model(body)
         # No providerConfigRef: every managed resource uses the operator's default.
         if body["apiVersion"].endswith("upbound.io/v1beta1"):
             assert "providerConfigRef" not in body["spec"]
@@ -280,7 +270,7 @@ def test_observed_cluster_publishes_network_endpoint_and_opens_the_iam_gate():
     resources = desired(second)
     assert set(resources) == EXPECTED_KEYS | {"iam-binding"}
     binding = resources["iam-binding"]
-    validate_against_crd(binding)
+    validate_against_model(binding)
     assert binding["spec"]["forProvider"] == {
         "project": "acme-inference",
         "role": "roles/container.admin",
@@ -328,7 +318,7 @@ def test_invalid_input_holds_every_observed_resource_and_names_the_field():
         assert body["spec"] == observed[key]["spec"], key
         assert body["metadata"]["name"] == observed[key]["metadata"]["name"]
         assert "status" not in body
-        validate_against_crd(body)
+        validate_against_model(body)
     # The external name this function chose for the cluster survives the hold.
     annotations = resources["cluster"]["metadata"]["annotations"]
     assert annotations["crossplane.io/external-name"] == "mp-gke-us"

@@ -6,7 +6,6 @@ reading the published kubeconfig with the platform team's Nebius credentials as 
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 from compose_nebius_cluster.fn import NebiusClusterFunction
@@ -24,6 +23,7 @@ from modelplane_common.testing import (
     observe,
     ready_status,
     results,
+    validate_against_model,
 )
 
 NS = "modelplane-system"
@@ -81,16 +81,6 @@ def nebius_xr() -> dict:
     return xr
 
 
-def validate_against_crd(body: dict) -> None:
-    """The composed body against the generated model of its provider CRD (which forbids
-    unknown fields; names are Crossplane's to generate)."""
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_')}.{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
-
-
 def run(xr: dict, observed: dict[str, dict] | None = None, secret: list[dict] | None = None):
     required = {} if secret is None else {CREDENTIALS_REQUIREMENT: secret}
     rsp = run_function(NebiusClusterFunction(), make_request(xr, observed, required))
@@ -124,7 +114,7 @@ def test_composes_network_cluster_node_groups_gpu_cluster_and_filesystem_all_val
     desired = desired_resources(run(nebius_xr(), secret=[SECRET]))
     assert set(desired) == CLOUD | PROVIDER_CONFIGS
     for body in desired.values():
-        validate_against_crd(body)
+        validate_against_model(body)
     for key in ("network", "subnet", "cluster", "gpucluster-fabric-3", "filesystem"):
         assert desired[key]["spec"]["forProvider"]["parentId"] == PROJECT, key
     assert desired["subnet"]["spec"]["forProvider"]["networkIdSelector"] == {

@@ -4,7 +4,6 @@ kubeconfig, a node pool per GPU pool (NVIDIA or AMD), readiness, and hold-on-inv
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 from compose_vultr_cluster.fn import VultrClusterFunction
@@ -20,6 +19,7 @@ from modelplane_common.testing import (
     observe,
     ready_status,
     results,
+    validate_against_model,
 )
 
 NS = "modelplane-system"
@@ -56,11 +56,7 @@ def vultr_xr() -> dict:
 def validate_against_crd(body: dict, name: str = "x") -> None:
     """The composed body against the generated model of its provider CRD, and against the CRD
     itself (CEL included) once named as Crossplane names it."""
-    group, version = body["apiVersion"].split("/")
-    module = importlib.import_module(
-        f"modelplane_schemas.generated.{group.replace('.', '_')}.{version}.{body['kind'].lower()}"
-    )
-    getattr(module, body["kind"]).model_validate(body)
+    validate_against_model(body)
     named = copy.deepcopy(body)
     named.setdefault("metadata", {}).setdefault("name", name)
     named["metadata"].setdefault("namespace", NS)
