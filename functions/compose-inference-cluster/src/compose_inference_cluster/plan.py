@@ -8,7 +8,8 @@ observed, compose nothing new, say why).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
@@ -279,6 +280,53 @@ def _compose_existing(
     _backend_condition(outcome, observed, cluster_ready=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class CloudSource:
+    """How one ``spec.cluster.source`` is provisioned: its block of the spec, the cloud XR it
+    composes (key, kind, usage guard), how its pools are built, where the node image puts the
+    NVIDIA driver (None: at /, the DRA driver's default) and which secret, besides the
+    kubeconfig, the ProviderConfigs need as identity (None: the kubeconfig suffices)."""
+
+    spec_field: str
+    key: str
+    kind: str
+    usage_key: str
+    node_pools: Callable[[list[ic.NodePool], Mapping[str, Any]], list[Any]]
+    pool_model: type
+    build: Callable[[str, Any, list[Any]], Any]
+    driver_root: str | None = None
+    identity_secret_type: str | None = None
+
+
+# GKE: a GCP service-account key; Nebius: the platform team's Nebius service-account
+# credentials (the published kubeconfig has the endpoint and CA only). EKS: the AWS provider
+# refreshes the kubeconfig's token; AKS and Vultr: the kubeconfig carries a client
+# certificate. AKS (gpuDriver: Install), Vultr's GPU images and Nebius's drivers preset put
+# the driver at /; GKE installs it under /home/kubernetes/bin/nvidia.
+CLOUD_SOURCES: dict[str, CloudSource] = {
+    "GKE": CloudSource(
+        "gke", rs.KEY_GKE, "GKECluster", rs.KEY_USAGE_GKE, pl.gke_pools, gke.NodePool,
+        rs.gke_cluster, rs.GKE_DRIVER_ROOT, "GCPServiceAccountKey",
+    ),
+    "EKS": CloudSource(
+        "eks", rs.KEY_EKS, "EKSCluster", rs.KEY_USAGE_EKS, pl.eks_pools, eks.NodePool,
+        rs.eks_cluster,
+    ),
+    "AKS": CloudSource(
+        "aks", rs.KEY_AKS, "AKSCluster", rs.KEY_USAGE_AKS, pl.aks_pools, aks.NodePool,
+        rs.aks_cluster,
+    ),
+    "Vultr": CloudSource(
+        "vultr", rs.KEY_VULTR, "VultrCluster", rs.KEY_USAGE_VULTR, pl.vultr_pools,
+        vultr.NodePool, rs.vultr_cluster,
+    ),
+    "Nebius": CloudSource(
+        "nebius", rs.KEY_NEBIUS, "NebiusCluster", rs.KEY_USAGE_NEBIUS, pl.nebius_pools,
+        nebius.NodePool, rs.nebius_cluster, identity_secret_type=NEBIUS_CREDENTIALS,
+    ),
+}  # fmt: skip
+
+
 def _compose_cloud(
     outcome: Outcome,
     cluster: ic.InferenceCluster,
@@ -292,64 +340,17 @@ def _compose_cloud(
     """The cloud cluster with every resolvable pool; an unresolvable one as observed."""
     name = (cluster.metadata or {}).get("name", "")
     source = cluster.spec.cluster.source
-    body: Any
-    if source == "GKE":
-        gke_spec = cluster.spec.cluster.gke
-        assert gke_spec is not None  # XRD rule
-        key, kind, usage_key = rs.KEY_GKE, "GKECluster", rs.KEY_USAGE_GKE
-        node_pools = pl.gke_pools(pools, classes) + pl.carried_pools(
-            observed.get(rs.KEY_GKE), unavailable, gke.NodePool
-        )
-        if node_pools:
-            body = rs.gke_cluster(name, gke_spec, _in_spec_order(node_pools, cluster))
-        driver_root: str | None = rs.GKE_DRIVER_ROOT
-    elif source == "AKS":
-        aks_spec = cluster.spec.cluster.aks
-        assert aks_spec is not None  # XRD rule
-        key, kind, usage_key = rs.KEY_AKS, "AKSCluster", rs.KEY_USAGE_AKS
-        node_pools_aks = pl.aks_pools(pools, classes) + pl.carried_pools(
-            observed.get(rs.KEY_AKS), unavailable, aks.NodePool
-        )
-        node_pools = list(node_pools_aks)
-        if node_pools_aks:
-            body = rs.aks_cluster(name, aks_spec, _in_spec_order(node_pools_aks, cluster))
-        # AKS installs the driver on the node image, at / (gpuDriver: Install).
-        driver_root = None
-    elif source == "Vultr":
-        vultr_spec = cluster.spec.cluster.vultr
-        assert vultr_spec is not None  # XRD rule
-        key, kind, usage_key = rs.KEY_VULTR, "VultrCluster", rs.KEY_USAGE_VULTR
-        node_pools_vultr = pl.vultr_pools(pools, classes) + pl.carried_pools(
-            observed.get(rs.KEY_VULTR), unavailable, vultr.NodePool
-        )
-        node_pools = list(node_pools_vultr)
-        if node_pools_vultr:
-            body = rs.vultr_cluster(name, vultr_spec, _in_spec_order(node_pools_vultr, cluster))
-        # Vultr's GPU node images carry the vendor's host driver at / (design/cloud-clusters.md).
-        driver_root = None
-    elif source == "Nebius":
-        nebius_spec = cluster.spec.cluster.nebius
-        assert nebius_spec is not None  # XRD rule
-        key, kind, usage_key = rs.KEY_NEBIUS, "NebiusCluster", rs.KEY_USAGE_NEBIUS
-        node_pools_nebius = pl.nebius_pools(pools, classes) + pl.carried_pools(
-            observed.get(rs.KEY_NEBIUS), unavailable, nebius.NodePool
-        )
-        node_pools = list(node_pools_nebius)
-        if node_pools_nebius:
-            body = rs.nebius_cluster(name, nebius_spec, _in_spec_order(node_pools_nebius, cluster))
-        # The drivers preset puts the NVIDIA driver on the node image, at /.
-        driver_root = None
-    else:
-        eks_spec = cluster.spec.cluster.eks
-        assert eks_spec is not None  # XRD rule
-        key, kind, usage_key = rs.KEY_EKS, "EKSCluster", rs.KEY_USAGE_EKS
-        node_pools_eks = pl.eks_pools(pools, classes) + pl.carried_pools(
-            observed.get(rs.KEY_EKS), unavailable, eks.NodePool
-        )
-        node_pools = list(node_pools_eks)
-        if node_pools_eks:
-            body = rs.eks_cluster(name, eks_spec, _in_spec_order(node_pools_eks, cluster))
-        driver_root = None
+    cloud_source = CLOUD_SOURCES[source]
+    key, kind, usage_key = cloud_source.key, cloud_source.kind, cloud_source.usage_key
+    cloud_spec = getattr(cluster.spec.cluster, cloud_source.spec_field)
+    assert cloud_spec is not None  # XRD rule: the block of its source is set
+    node_pools = cloud_source.node_pools(pools, classes) + pl.carried_pools(
+        observed.get(key), unavailable, cloud_source.pool_model
+    )
+    body: Any = None
+    if node_pools:
+        body = cloud_source.build(name, cloud_spec, _in_spec_order(node_pools, cluster))
+    driver_root = cloud_source.driver_root
 
     cloud = observed.get(key)
     cloud_ready = is_ready(cloud)
@@ -367,12 +368,7 @@ def _compose_cloud(
 
     secrets = _cloud_secrets(cloud) if cloud_ready else []
     kubeconfig = next((s for s in secrets if s.type == "Kubeconfig"), None)
-    # GKE: a GCP service-account key; Nebius: the platform team's Nebius service-account
-    # credentials (the published kubeconfig has the endpoint and CA only). EKS: the AWS
-    # provider refreshes the kubeconfig's token; AKS and Vultr: the kubeconfig carries a
-    # client certificate. None of those needs an identity.
-    identity_secret_type = {"GKE": "GCPServiceAccountKey", "Nebius": NEBIUS_CREDENTIALS}.get(source)
-    identity = next((s for s in secrets if s.type == identity_secret_type), None)
+    identity = next((s for s in secrets if s.type == cloud_source.identity_secret_type), None)
     if source == "Nebius" and identity is None:
         # The published kubeconfig alone cannot authenticate: the gate stays closed.
         kubeconfig, secrets = None, []
