@@ -203,15 +203,20 @@ class ProviderSimulator:
         )
         if pending is not None:
             remote["status"] = unavailable(remote, pending)
+        return self._observed(obj, remote, overrides)
+
+    def _observed(self, obj: JSON, remote: JSON, overrides: list[Override]) -> JSON:
+        """The Object as provider-kubernetes reports it after reading ``remote`` back: the
+        scenario's injected manifest status merged in, Ready by the Object's readiness policy."""
         for override in overrides:
             if override.manifest_status:
                 remote["status"] = deep_merge(remote.get("status") or {}, override.manifest_status)
-        ready = self._object_ready(obj, remote)
         ready_condition = (
             dict(READY_TRUE)
-            if ready
+            if self._object_ready(obj, remote)
             else {"type": "Ready", "status": "False", "reason": "Unavailable"}
         )
+        updated = copy.deepcopy(obj)
         updated["status"] = {
             "atProvider": {"manifest": remote},
             "conditions": [ready_condition, dict(SYNCED_TRUE)],
@@ -228,22 +233,7 @@ class ProviderSimulator:
         if any(o.absent for o in overrides):
             return _unreachable(obj, f"observe failed: {OBSERVED_NOT_FOUND}")
         remote = simulate_kubernetes(manifest, Site(config, remote=True, world=lambda _: []))
-        remote = remote or copy.deepcopy(manifest)
-        for override in overrides:
-            if override.manifest_status:
-                remote["status"] = deep_merge(remote.get("status") or {}, override.manifest_status)
-        ready = self._object_ready(obj, remote)
-        updated = copy.deepcopy(obj)
-        updated["status"] = {
-            "atProvider": {"manifest": remote},
-            "conditions": [
-                dict(READY_TRUE)
-                if ready
-                else {"type": "Ready", "status": "False", "reason": "Unavailable"},
-                dict(SYNCED_TRUE),
-            ],
-        }
-        return updated
+        return self._observed(obj, remote or copy.deepcopy(manifest), overrides)
 
     def _object_ready(self, obj: JSON, remote: JSON) -> bool:
         readiness = lookup(obj, ".spec.readiness") or {}
@@ -391,23 +381,12 @@ def _cloud_at_provider(obj: JSON) -> JSON:
     project = str(for_provider.get("project", "simulated-project"))
     region = str(for_provider.get("region") or for_provider.get("location") or "us-central1")
     at["id"] = name
-    if "gcp" in group:
-        extra = _GCP.get(kind)
-        if extra:
-            at.update(extra(name, project, region, seed, for_provider))
-    elif "aws" in group:
+    if "aws" in group:
         at["arn"] = f"arn:aws:{group.split('.')[0]}:{region}:123456789012:{kind.lower()}/{name}"
-        extra = _AWS.get(kind)
-        if extra:
-            at.update(extra(name, project, region, seed, for_provider))
-    elif "azure" in group:
-        extra = _AZURE.get(kind)
-        if extra:
-            at.update(extra(name, project, region, seed, for_provider))
-    elif "nebius" in group:
+    if "nebius" in group:
         at.update(_nebius_at_provider(kind, seed, for_provider))
-    elif "vultr" in group:
-        extra = _VULTR.get(kind)
+    for cloud, rules in (("gcp", _GCP), ("aws", _AWS), ("azure", _AZURE), ("vultr", _VULTR)):
+        extra = rules.get(kind) if cloud in group else None
         if extra:
             at.update(extra(name, project, region, seed, for_provider))
     return at
