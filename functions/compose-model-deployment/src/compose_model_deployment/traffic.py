@@ -87,6 +87,8 @@ def routed(request: Request) -> dict[str, str]:
     routes = request.required(SERVICE_ROUTES)
     if routes is None:
         return {tolerant.name_of(body): "routes not read yet" for body in endpoints}
+    # Each route read once: (name, backends it sends traffic to, paths it rewrites to).
+    parsed = [(tolerant.name_of(r), weighted_backends(r), _rewrite_paths(r)) for r in routes]
     found: dict[str, str] = {}
     for body in endpoints:
         backend = tolerant.text(body, "status", "routing", "backendName")
@@ -95,9 +97,7 @@ def routed(request: Request) -> dict[str, str]:
         # still rewrites to its path (its status lost, or its backend being recreated). Paths
         # are unique per endpoint, so this never holds another endpoint's route.
         holding = sorted(
-            tolerant.name_of(route)
-            for route in routes
-            if (backend and backend in weighted_backends(route)) or path in _rewrite_paths(route)
+            name for name, sent, paths in parsed if (backend and backend in sent) or path in paths
         )
         if holding:
             found[tolerant.name_of(body)] = "HTTPRoute " + ", ".join(holding)
