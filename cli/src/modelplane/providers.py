@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from modelplane_common import cel
-from modelplane_common.managed import EXTERNAL_NAME, external_name
+from modelplane_common.managed import EXTERNAL_NAME, OBSERVE_NOT_FOUND, external_name
 
 from modelplane import draclaims
 from modelplane.kube import (
@@ -48,8 +48,6 @@ HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
 WORLD_DEPENDENT_KINDS = {"GatewayClass", "Gateway", "Service", "HTTPRoute", "GRPCRoute"}
 # Kinds nobody writes a status for (configuration, not things that run).
 _NO_STATUS_KINDS = {"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage"}
-# crossplane-runtime's message for an Observe-only resource whose external resource is absent.
-OBSERVED_NOT_FOUND = "external resource does not exist"
 _UNTOUCHED_GROUPS = {"apiextensions.crossplane.io", "pkg.crossplane.io", "ops.crossplane.io"}
 
 
@@ -231,7 +229,7 @@ class ProviderSimulator:
         installed it) unless a scenario injects ``absent=True``: then, as crossplane-runtime
         reports it, Synced=False and the last Ready and atProvider stay as they were."""
         if any(o.absent for o in overrides):
-            return _unreachable(obj, f"observe failed: {OBSERVED_NOT_FOUND}")
+            return _unreachable(obj, f"observe failed: {OBSERVE_NOT_FOUND}")
         remote = simulate_kubernetes(manifest, Site(config, remote=True, world=lambda _: []))
         return self._observed(obj, remote or copy.deepcopy(manifest), overrides)
 

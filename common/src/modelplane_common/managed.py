@@ -17,6 +17,8 @@ from modelplane_common.observed import held, is_ready, listed
 from modelplane_common.plain import JSON
 
 EXTERNAL_NAME = "crossplane.io/external-name"
+# crossplane-runtime's words when an Observe-only resource's external resource is absent.
+OBSERVE_NOT_FOUND = "external resource does not exist"
 
 
 def external_name(resource: Mapping | None) -> str | None:

@@ -20,6 +20,7 @@ from typing import Literal
 import pydantic
 from modelplane_common import tolerant
 from modelplane_common.function import as_manifest
+from modelplane_common.managed import OBSERVE_NOT_FOUND
 from modelplane_common.observed import condition, is_ready
 from modelplane_common.plain import JSON
 
@@ -28,8 +29,6 @@ from compose_serving_stack import amd_driver
 CRD_API = "apiextensions.k8s.io/v1"
 DEVICE_CLASS_API = "resource.k8s.io/v1"
 OBSERVE_ONLY = ["Observe"]
-# crossplane-runtime's words when an Observe-only resource's external resource is absent.
-NOT_FOUND = "external resource does not exist"
 KEY_PREFIX = "installed-"
 
 Verdict = Literal["present", "absent"]
@@ -141,12 +140,12 @@ def verdict(observed: JSON | None) -> Verdict | None:
     """What an Observe-only Object last saw: present, absent, or None while not yet known.
 
     Absence is read from Synced, not Ready: crossplane-runtime reports a vanished resource as
-    ``Synced=False`` with NOT_FOUND and leaves the last Ready condition as it was.
+    ``Synced=False`` with OBSERVE_NOT_FOUND and leaves the last Ready condition as it was.
     """
     if observed is None:
         return None
     synced = condition(observed, "Synced") or {}
-    if synced.get("status") == "False" and NOT_FOUND in str(synced.get("message", "")):
+    if synced.get("status") == "False" and OBSERVE_NOT_FOUND in str(synced.get("message", "")):
         return "absent"
     if is_ready(observed) and tolerant.mapping(observed, "status", "atProvider", "manifest"):
         return "present"
