@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import re
 import signal
+import sys
 import tempfile
 import threading
 import uuid
@@ -261,7 +262,8 @@ def apply_objects(client: Client, objects: Iterable[JSON]) -> None:
 
 
 def _log(message: str) -> None:
-    print(message, flush=True)
+    # The process's own stderr: this runs in a background thread while tests swap sys.stdout.
+    print(message, file=sys.__stderr__, flush=True)
 
 
 def list_all(client: Client, api_version: str, kind: str) -> list[JSON]:

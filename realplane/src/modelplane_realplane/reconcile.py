@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,10 @@ from modelplane_realplane.build import binary
 from modelplane_realplane.clusters import Plane
 from modelplane_realplane.kubeapi import ApiError, Client, condition, is_true
 
+# Progress goes to the process's own stderr: the examples reconcile in a background thread
+# while other tests run, and a test that swaps sys.stdout (click's CliRunner) must not capture
+# these lines as its command's output.
+_PROGRESS = sys.__stderr__
 EXAMPLES = ("quickstart", "multi-node", "disaggregated", "canary")
 OBJECT_APIS = ("kubernetes.m.crossplane.io/v1alpha1", "kubernetes.crossplane.io/v1alpha2")
 RELEASE_API = "helm.m.crossplane.io/v1beta1"
@@ -444,7 +449,11 @@ def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None
     context = ExampleContext(example, work, simulations)
     fleets = fleet.fleet_for_example(example)
     outcome = converge(plane, example, work)
-    print(f"{example.name}: converged={outcome.ready} in {outcome.seconds} s", flush=True)
+    print(
+        f"{example.name}: converged={outcome.ready} in {outcome.seconds} s",
+        file=_PROGRESS,
+        flush=True,
+    )
     control = plane.client()
     simulated = simparity.snapshot(context.simulated_objects(example))
     differences = simparity.differences(simulated, simparity.real(control, xr_kinds(control)))
@@ -452,7 +461,11 @@ def run_example(plane: Plane, example: Path, work: Path, operate: Operate | None
     if operate is not None and outcome.ready:
         operated = operate(plane, context)
     deletion = delete(plane, example)
-    print(f"{example.name}: deleted clean={deletion.clean} in {deletion.seconds} s", flush=True)
+    print(
+        f"{example.name}: deleted clean={deletion.clean} in {deletion.seconds} s",
+        file=_PROGRESS,
+        flush=True,
+    )
     for cleanup in getattr(operated, "after_deletion", []):
         cleanup()
     remove_fleet(plane, fleets)
