@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from compose_inference_cluster.fn import InferenceClusterFunction
@@ -126,6 +127,11 @@ def run(xr, observed=None, required=None):
     return rsp
 
 
+def summary_of(rsp) -> dict:
+    """The capacity summary the function composed, parsed."""
+    return json.loads(desired_resources(rsp)["capacity-summary"]["data"]["summary.json"])
+
+
 def assert_valid_status(xr: dict, status: dict) -> None:
     assert validate_object({**xr, "status": status}) == []
 
@@ -171,7 +177,9 @@ def converge_gke(xr: dict = GKE):
 def test_gke_first_pass_composes_the_cluster_with_both_pools_and_publishes_capacity():
     rsp = run(GKE)
     desired = desired_resources(rsp)
-    assert set(desired) == {"gke-cluster"}  # nothing reaches the cluster before it exists
+    # Nothing reaches the cluster before it exists; its capacity summary is the control
+    # plane's own.
+    assert set(desired) == {"gke-cluster", "capacity-summary"}
     gke = desired["gke-cluster"]
     assert gke["metadata"] == {"name": "gke-us-central", "namespace": NS}
     assert gke["spec"]["project"] == "acme-inference"
@@ -221,7 +229,7 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
     desired = desired_resources(rsp)
     assert set(desired) == {
         "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
-        "serving-stack", "usage-gke-by-backend",
+        "serving-stack", "usage-gke-by-backend", "capacity-summary",
     }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]
     assert cpc["kind"] == "ClusterProviderConfig"
@@ -368,10 +376,13 @@ def test_missing_class_on_a_running_cluster_holds_back_only_its_pool():
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        assert body["spec"] == observed[key]["spec"], key  # the l4 pool runs on as it is
+        if key != "capacity-summary":
+            assert body["spec"] == observed[key]["spec"], key  # the l4 pool runs on as it is
     # The cluster stays Ready for its other pools: nothing on them is withdrawn or moved.
     assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
     assert [p["name"] for p in desired_status(rsp)["gpuPools"]] == ["h100"]
+    # The scheduler's summary publishes the same pools the cluster does.
+    assert [p["name"] for p in summary_of(rsp)["status"]["gpuPools"]] == ["h100"]
     assert "pool l4 (class gke-l4-1x-g2)" in _pools_resolved(rsp)[2]
 
 
@@ -417,8 +428,10 @@ def test_class_without_provisioning_on_a_running_cluster_holds_back_only_its_poo
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        assert body["spec"] == observed[key]["spec"], key
+        if key != "capacity-summary":
+            assert body["spec"] == observed[key]["spec"], key
     assert [p["name"] for p in desired["gke-cluster"]["spec"]["nodePools"]] == ["l4", "h100"]
+    assert [p["name"] for p in summary_of(rsp)["status"]["gpuPools"]] == ["l4"]
     assert conditions(rsp)["ClusterReady"][0] == "True"
     assert "InferenceClass h100-8x-byo has no GKE provisioning block" in _pools_resolved(rsp)[2]
 
@@ -451,7 +464,7 @@ def test_requirements_ask_for_each_class_once_and_for_replicas():
 def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_class():
     rsp = run(EKS)
     desired = desired_resources(rsp)
-    assert set(desired) == {"eks-cluster"}
+    assert set(desired) == {"eks-cluster", "capacity-summary"}
     eks = desired["eks-cluster"]
     assert eks["spec"]["region"] == "us-east-1"
     assert eks["spec"]["kubernetesVersion"] == "1.36"
@@ -468,7 +481,7 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     desired = desired_resources(rsp)
     assert set(desired) == {
         "eks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-eks-by-backend",
+        "usage-eks-by-backend", "capacity-summary",
     }  # fmt: skip
     assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
@@ -513,7 +526,9 @@ def test_eks_rejects_gke_only_class():
 def test_existing_cluster_composes_provider_config_and_stack_at_once():
     rsp = run(EXISTING)
     desired = desired_resources(rsp)
-    assert set(desired) == {"cluster-provider-config-kubernetes", "serving-stack"}
+    assert set(desired) == {
+        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary",
+    }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]["spec"]
     assert cpc["credentials"]["secretRef"] == {
         "namespace": NS, "name": "lab-h100-kubeconfig", "key": "kubeconfig"
@@ -552,7 +567,9 @@ def test_existing_cluster_without_pools_publishes_no_pools():
     xr = cluster("bare", {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}, None)
     rsp = run(xr, {}, {"model-replicas": [], "replica-objects": []})
     assert desired_status(rsp)["gpuPools"] == []
-    assert set(desired_resources(rsp)) == {"cluster-provider-config-kubernetes", "serving-stack"}
+    assert set(desired_resources(rsp)) == {
+        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary",
+    }  # fmt: skip
 
 
 # --- replica guard -----------------------------------------------------------------------
@@ -643,7 +660,7 @@ def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
 
 def test_status_fields_crossplane_adds_do_not_stop_the_function():
     xr = {**GKE, "status": {"claimConditionTypes": ["X"], "crossplane": {"x": 1}}}
-    assert set(desired_resources(run(xr))) == {"gke-cluster"}
+    assert set(desired_resources(run(xr))) == {"gke-cluster", "capacity-summary"}
 
 
 def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field():
@@ -655,7 +672,8 @@ def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        assert body["spec"] == observed[key]["spec"], key
+        field = "data" if key == "capacity-summary" else "spec"
+        assert body[field] == observed[key][field], key
     assert desired_status(rsp) == previous
     status, reason, message = conditions(rsp)["ClusterReady"]
     assert (status, reason) == ("False", "InvalidSpec")
