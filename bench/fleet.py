@@ -31,6 +31,7 @@ from compose_model_deployment.fn import ModelDeploymentFunction
 from compose_model_replica.fn import ModelReplicaFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.pipeline import ResourcePool, run_with_requirements
+from modelplane_common import capacity_summary
 from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import CompositionFunction
 from modelplane_common.naming import CACHE_CLUSTER_LABEL, CLUSTER_LABEL
@@ -399,7 +400,12 @@ def learn_shapes() -> list[Shape]:
     shapes = []
     for k, spec in enumerate(SHAPES):
         dep = deployment(f"shape-{k}", MEASURED_NAMESPACE, {"replicas": 1, **spec})
-        pool = [template, model_cache(MEASURED_NAMESPACE, [TEMPLATE_CLUSTER])]
+        pool = [
+            *inference_classes(),
+            template,
+            *capacity_summaries([template], []),
+            model_cache(MEASURED_NAMESPACE, [TEMPLATE_CLUSTER]),
+        ]
         rsp = _in_process(ModelDeploymentFunction(), dep, pool)
         composed = [
             to_plain(r.resource)
@@ -566,6 +572,7 @@ def build(
         objects.append(_route(namespace, dep, backends))
     for namespace in NAMESPACES:
         objects.extend(cache_objects(measured, namespace))
+    objects.extend(capacity_summaries(fleet_clusters, objects))
     xrs = {
         "compose-model-deployment": deployment(
             MEASURED_DEPLOYMENT, MEASURED_NAMESPACE, MEASURED_SPEC
@@ -581,6 +588,32 @@ def build(
         # Reads its cluster and its ModelCache by name; the cache lists every cluster.
         xrs["compose-model-replica"] = on_measured[0]
     return Fleet(clusters, count, objects, xrs)
+
+
+def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
+    """Each cluster's capacity summary ConfigMap as compose-inference-cluster composes it from
+    the replicas pinned to the cluster, with the metadata the API server and Crossplane add."""
+    pinned: dict[str, list[JSON]] = {}
+    for obj in objects:
+        if obj["kind"] == "ModelReplica":
+            pinned.setdefault(obj["spec"]["clusterName"], []).append(obj)
+    out = []
+    for cluster_ in clusters:
+        name = cluster_["metadata"]["name"]
+        content = capacity_summary.summary(cluster_, cluster_["status"], pinned.get(name, []))
+        labels = cluster_["metadata"].get("labels") or {}
+        summary = capacity_summary.configmap(name, labels, content)
+        meta = summary["metadata"]
+        summary["metadata"] = _meta(
+            "ConfigMap",
+            meta["name"],
+            meta["namespace"],
+            labels=meta["labels"] | {"crossplane.io/composite": name},
+            annotations={"crossplane.io/composition-resource-name": "capacity-summary"},
+            ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
+        )
+        out.append(summary)
+    return out
 
 
 def _route(namespace: str, dep: str, backends: list[str]) -> JSON:

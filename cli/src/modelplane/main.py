@@ -81,7 +81,7 @@ def package_command(archs: str, output: Path, names: tuple[str, ...]) -> None:
 def _register_subcommands() -> None:
     import importlib  # noqa: PLC0415
 
-    for name in ("render", "validate", "simulate"):
+    for name in ("render", "validate", "simulate", "summaries"):
         module = importlib.import_module(f"modelplane.{name}")
         cli.add_command(module.command)
 

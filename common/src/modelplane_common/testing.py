@@ -5,11 +5,14 @@ Pairs with ``serving.run_function``: tests speak plain manifests, the wire speak
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 from collections.abc import Mapping, Sequence
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from modelplane_common import capacity_summary as cs
 from modelplane_common.plain import JSON, to_plain, to_struct
 
 
@@ -103,3 +106,52 @@ def validate_against_model(body: Mapping[str, object]) -> None:
         f"modelplane_schemas.generated.{package}.{version}.{str(body['kind']).lower()}"
     )
     getattr(module, str(body["kind"])).model_validate(body)
+
+
+def fleet_required(
+    clusters: Sequence[JSON],
+    replicas: Sequence[JSON] = (),
+    observed: Mapping[str, JSON] | None = None,
+) -> dict[str, list[JSON]]:
+    """What compose-model-deployment reads of a fleet given as InferenceClusters (with their
+    published ``status.gpuPools``) and ModelReplicas: each cluster's capacity summary as
+    compose-inference-cluster composes it, every summary at once (a small fleet), one
+    InferenceClass per distinct device list, and each cluster by name, including the clusters
+    ``replicas`` and ``observed`` name that ``clusters`` lacks (found empty: deleted)."""
+    classes: dict[str, JSON] = {}
+    summaries = []
+    by_name: dict[str, list[JSON]] = {}
+    for cluster in clusters:
+        name = str((cluster.get("metadata") or {}).get("name", ""))
+        status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
+        on_it = [r for r in replicas if (r.get("spec") or {}).get("clusterName") == name]
+        content = cs.summary(cluster, status, on_it)
+        raw_pools = status.get("gpuPools") if isinstance(status.get("gpuPools"), list) else []
+        for view, raw in zip(content["status"].get("gpuPools") or [], raw_pools, strict=False):
+            devices = raw.get("devices") if isinstance(raw, dict) else None
+            if devices is None:
+                view["className"] = ""
+                continue
+            key = json.dumps(devices, sort_keys=True)
+            klass = "class-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+            view["className"] = klass
+            classes.setdefault(
+                klass,
+                {
+                    "apiVersion": "modelplane.ai/v1alpha1",
+                    "kind": "InferenceClass",
+                    "metadata": {"name": klass},
+                    "spec": {"devices": devices},
+                },
+            )
+        labels = (cluster.get("metadata") or {}).get("labels") or {}
+        summary = cs.configmap(name, labels, content)
+        summaries.append(summary)
+        by_name[f"cluster.{name}"] = [cluster]
+        by_name[f"capacity.{name}"] = [summary]
+    for body in [*replicas, *(observed or {}).values()]:
+        name = str((body.get("spec") or {}).get("clusterName") or "")
+        if name and f"cluster.{name}" not in by_name:
+            by_name[f"cluster.{name}"] = []
+            by_name[f"capacity.{name}"] = []
+    return {"inference-classes": list(classes.values()), "capacity-all": summaries, **by_name}

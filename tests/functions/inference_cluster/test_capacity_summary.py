@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 from compose_inference_cluster.fn import InferenceClusterFunction
 from modelplane.validation import defaulted, validate_object
 from modelplane_common import capacity_summary as cs
@@ -239,11 +238,6 @@ def test_a_cluster_without_replicas_summarises_none():
     assert [p["name"] for p in content["status"]["gpuPools"]] == ["l4", "h100"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="capacity_summary.summary numbers shapes in the order replicas arrive, so the same "
-    "replicas in another order renumber them and rewrite the ConfigMap",
-)
 def test_summary_json_is_byte_identical_whatever_the_order_of_the_replicas():
     forward = summary_configmap(run(gke_cluster(), required(REPLICAS)))
     backward = summary_configmap(run(gke_cluster(), required(REPLICAS[::-1])))

@@ -6,7 +6,13 @@ from __future__ import annotations
 import md_fleet as f
 from compose_model_deployment.fn import ModelDeploymentFunction
 from modelplane_common.serving import run_function
-from modelplane_common.testing import conditions, desired_resources, make_request, results
+from modelplane_common.testing import (
+    conditions,
+    desired_resources,
+    fleet_required,
+    make_request,
+    results,
+)
 
 MI300X = {
     "name": "gpu",
@@ -30,7 +36,7 @@ def fleet() -> list[dict]:
 
 def place(*selectors: str, replicas: int = 2, count: int = 1):
     spec = f.spec(replicas, f.standalone("main", *selectors, count=count))
-    required = {"clusters": fleet(), "all-replicas": [], "service-routes": []}
+    required = {**fleet_required(fleet()), "service-routes": []}
     return run_function(ModelDeploymentFunction(), make_request(
         {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
          "metadata": {"name": "m", "namespace": f.NAMESPACE}, "spec": spec},

@@ -18,7 +18,13 @@ from compose_model_deployment import names
 from compose_model_deployment.fn import ModelDeploymentFunction
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
-from modelplane_common.testing import conditions, desired_resources, make_request, observe
+from modelplane_common.testing import (
+    conditions,
+    desired_resources,
+    fleet_required,
+    make_request,
+    observe,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GPU_CLASS, NIC_CLASS = "gpu.nvidia.com", "nic.nvidia.com"
@@ -180,8 +186,7 @@ def _observed(ours: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def reconcile(deployment, clusters, ours, others):
     required = {
-        "clusters": clusters,
-        "all-replicas": ours + others,
+        **fleet_required(clusters, ours + others),
         "service-routes": [],
         "model-cache": [
             {

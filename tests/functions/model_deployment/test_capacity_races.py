@@ -18,6 +18,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -52,8 +53,7 @@ def reconcile(
         "spec": spec or f.spec(1),
     }
     required = {
-        "clusters": clusters or CLUSTERS,
-        "all-replicas": fleet,
+        **fleet_required(clusters or CLUSTERS, fleet, ours),
         "service-routes": [],
     }
     request = make_request(xr, observed=ours, required=required)
@@ -174,8 +174,7 @@ def test_a_lost_replica_still_listed_never_makes_a_serving_replica_retire():
     }
     observed = {"replica-b-0": new, "replica-z-0": serving, "endpoint-z-0": endpoint}
     required = {
-        "clusters": clusters,
-        "all-replicas": [winner, lost, new, serving],
+        **fleet_required(clusters, [winner, lost, new, serving], observed),
         "service-routes": [route],
     }
     request = make_request(xr, observed=observed, required=required)

@@ -11,6 +11,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     results,
@@ -39,8 +40,7 @@ def _cache() -> dict:
 
 def call(spec: dict, clusters: list[dict], replicas: list[dict] = (), observed=None):  # type: ignore[assignment]
     required = {
-        "clusters": clusters,
-        "all-replicas": list(replicas),
+        **fleet_required(clusters, list(replicas), observed),
         "service-routes": [],
         "model-cache": [_cache()],
     }

@@ -13,6 +13,7 @@ import yaml
 from compose_model_deployment.names import replica_name
 from modelplane import repo
 from modelplane.render import render
+from modelplane.summaries import summaries
 from modelplane_common.testing import function_results
 
 DEMO = repo.root() / "examples" / "qwen-demo"
@@ -31,6 +32,12 @@ UNDISTURBED = [
 ]
 
 
+def _write_fleet(path: Path, objects: list[dict]) -> None:
+    """The fleet with its capacity summaries rebuilt, as the clusters would publish them."""
+    objects = [o for o in objects if o and o["kind"] != "ConfigMap"]
+    path.write_text(yaml.safe_dump_all(objects + summaries(objects)))
+
+
 def _fleet(tmp_path: Path, taints=None, west_ready: str | None = None) -> str:
     clusters = list(yaml.safe_load_all((DEMO / "clusters.yaml").read_text()))
     west = next(c for c in clusters if c and c["metadata"]["name"] == "lab-west")
@@ -46,7 +53,7 @@ def _fleet(tmp_path: Path, taints=None, west_ready: str | None = None) -> str:
             }
         ]
     path = tmp_path / "clusters.yaml"
-    path.write_text(yaml.safe_dump_all([c for c in clusters if c]))
+    _write_fleet(path, clusters)
     return str(path)
 
 
@@ -222,7 +229,8 @@ def test_no_execute_with_nowhere_to_go_keeps_serving_and_says_why(tmp_path):
         "labels": {"modelplane.ai/deployment": "other", "modelplane.ai/cluster": "lab-east"},
     }
     fleet_path = Path(fleet)
-    fleet_path.write_text(fleet_path.read_text() + "---\n" + yaml.safe_dump(other))
+    other["spec"]["clusterName"] = "lab-east"
+    _write_fleet(fleet_path, [*yaml.safe_load_all(fleet_path.read_text()), other])
     _, composed, conditions, _ = _render(tmp_path, fleet, observed)
     assert sorted(composed) == UNDISTURBED
     status, reason, message = conditions["ReplicasScheduled"]

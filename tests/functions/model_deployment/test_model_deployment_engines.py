@@ -12,6 +12,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -28,7 +29,7 @@ def _xr(spec: dict) -> dict:
 
 
 def _call(spec: dict, clusters: list[dict], replicas: list[dict], observed: dict):
-    required = {"clusters": clusters, "all-replicas": replicas, "service-routes": []}
+    required = {**fleet_required(clusters, replicas, observed), "service-routes": []}
     request = make_request(_xr(spec), observed=observed, required=required)
     return run_function(ModelDeploymentFunction(), request)
 

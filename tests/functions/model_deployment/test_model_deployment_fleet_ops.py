@@ -12,6 +12,7 @@ from modelplane_common.testing import (
     conditions,
     desired_resources,
     desired_status,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -28,7 +29,7 @@ def call(spec, clusters, observed, context=None, routes=None):
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": spec,
     }
-    required = {"clusters": clusters, "all-replicas": [], "service-routes": routes or []}
+    required = {**fleet_required(clusters, [], observed), "service-routes": routes or []}
     request = make_request(xr, observed=observed, required=required)
     if context is not None:
         request.context.CopyFrom(struct_pb2.Struct())
@@ -172,7 +173,7 @@ def _drain_response(routes):
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": f.spec(1),
     }
-    required = {"clusters": clusters, "all-replicas": []}
+    required = fleet_required(clusters, [], observed)
     if routes is not None:
         required["service-routes"] = routes
     return run_function(

@@ -4,6 +4,7 @@ conditions and events, and never losing a serving replica."""
 from __future__ import annotations
 
 import md_fleet as f
+from compose_model_deployment import fleet_inputs
 from compose_model_deployment.fn import ModelDeploymentFunction
 from compose_model_deployment.names import replica_name
 from modelplane_common.serving import run_function
@@ -12,6 +13,7 @@ from modelplane_common.testing import (
     desired_ready,
     desired_resources,
     desired_status,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -52,7 +54,7 @@ def call(spec, clusters=None, replicas=None, observed=None, previous=None, cache
     required = (
         {}
         if clusters is None
-        else {"clusters": clusters, "all-replicas": replicas or [], "service-routes": []}
+        else {**fleet_required(clusters, replicas or [], observed), "service-routes": []}
     )
     cache = (spec.get("modelCacheRef") or {}).get("name")
     if cache and clusters is not None:
@@ -80,11 +82,23 @@ def test_unresolved_requirements_keep_what_exists_and_decide_nothing():
         ),
     }
     rsp = call(f.spec(1, clusterSelector={"matchLabels": {"tier": "prod"}}), observed=observed)
-    assert set(rsp.requirements.resources) == {"clusters", "all-replicas", "service-routes"}
-    assert requirement_labels(rsp, "clusters") == {"tier": "prod"}
-    assert rsp.requirements.resources["all-replicas"].kind == "ModelReplica"
-    assert requirement_labels(rsp, "all-replicas") == {}
-    assert not rsp.requirements.resources["all-replicas"].namespace
+    # The classes, the cluster its replica is on and that cluster's capacity summary by name,
+    # and one shard of candidates' summaries, selected with the deployment's clusterSelector:
+    # never every InferenceCluster or every ModelReplica of the fleet.
+    first = fleet_inputs.first_shard(f.NAMESPACE, "m")
+    shard = f"capacity-shard-{first:02d}"
+    assert set(rsp.requirements.resources) == {
+        "inference-classes", "cluster.a", "capacity.a", shard, "service-routes"
+    }  # fmt: skip
+    assert rsp.requirements.resources["cluster.a"].match_name == "a"
+    assert rsp.requirements.resources["capacity.a"].match_name == "capacity-a"
+    assert rsp.requirements.resources["capacity.a"].namespace == "modelplane-system"
+    assert requirement_labels(rsp, shard) == {
+        "tier": "prod",
+        "modelplane.ai/capacity-summary": "true",
+        "modelplane.ai/capacity-shard": f"{first:02d}",
+    }
+    assert rsp.requirements.resources[shard].namespace == "modelplane-system"
     # Routes are read in the deployment's own namespace only (where its ModelServices are).
     assert rsp.requirements.resources["service-routes"].kind == "HTTPRoute"
     assert rsp.requirements.resources["service-routes"].namespace == f.NAMESPACE

@@ -10,6 +10,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -78,7 +79,7 @@ def _call(nodes_on_a: int, previous: list[dict] | None = None):
     }
     if previous:
         xr["status"] = {"conditions": previous}
-    required = {"clusters": clusters, "all-replicas": replicas, "service-routes": []}
+    required = {**fleet_required(clusters, replicas, observed), "service-routes": []}
     return run_function(
         ModelDeploymentFunction(), make_request(xr, observed=observed, required=required)
     )

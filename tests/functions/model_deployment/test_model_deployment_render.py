@@ -6,7 +6,8 @@ import yaml
 from click.testing import CliRunner
 from modelplane import repo
 from modelplane.main import cli
-from modelplane.render import render
+from modelplane.render import load_objects, render
+from modelplane.summaries import summaries
 from modelplane_common.testing import function_results
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelendpoint import ModelEndpoint
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelreplica import ModelReplica
@@ -126,3 +127,12 @@ def test_more_replicas_than_the_fleet_holds_says_why(tmp_path):
 def test_demo_manifests_are_valid():
     result = CliRunner().invoke(cli, ["validate", str(DEMO)])
     assert result.exit_code == 0, result.output
+
+
+def test_the_demo_fleets_capacity_summaries_are_the_ones_its_clusters_publish():
+    """clusters.yaml carries generated summaries; a cluster edited without regenerating them
+    (`modelplane summarize`) would render against a stale fleet."""
+    objects = load_objects(CLUSTERS)
+    committed = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert [c["metadata"]["name"] for c in committed] == ["capacity-lab-east", "capacity-lab-west"]
+    assert committed == summaries(objects)

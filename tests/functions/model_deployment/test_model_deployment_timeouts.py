@@ -16,6 +16,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -35,7 +36,7 @@ def xr(spec: dict) -> dict:
 
 
 def call(spec: dict, clusters: list[dict], replicas: list[dict], observed: dict):
-    required = {"clusters": clusters, "all-replicas": replicas, "service-routes": []}
+    required = {**fleet_required(clusters, replicas, observed), "service-routes": []}
     request = make_request(xr(spec), observed=observed, required=required)
     return run_function(ModelDeploymentFunction(), request)
 

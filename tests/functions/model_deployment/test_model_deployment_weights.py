@@ -13,6 +13,7 @@ from modelplane_common.serving import run_function
 from modelplane_common.testing import (
     conditions,
     desired_resources,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -42,7 +43,7 @@ def call(spec, clusters, observed=None, caches=None, routes=None):
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": spec,
     }
-    required = {"clusters": clusters, "all-replicas": [], "service-routes": routes or []}
+    required = {**fleet_required(clusters, [], observed), "service-routes": routes or []}
     if caches is not None:
         required["model-cache"] = caches
     return run_function(

@@ -21,6 +21,7 @@ from modelplane_common.testing import (
     conditions,
     desired_resources,
     desired_status,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -102,7 +103,7 @@ def scale(wanted: int, observed: dict[str, JSON], routes: list[JSON] | None):
         "spec": f.spec(wanted),
     }
     replicas = [body for key, body in observed.items() if key.startswith("replica-")]
-    required: dict[str, list[JSON]] = {"clusters": CLUSTERS, "all-replicas": replicas}
+    required: dict[str, list[JSON]] = fleet_required(CLUSTERS, replicas, observed)
     if routes is not None:
         required["service-routes"] = routes
     return run_function(

@@ -23,6 +23,7 @@ from modelplane_common.testing import (
     conditions,
     desired_resources,
     desired_status,
+    fleet_required,
     make_request,
     observe,
     ready_status,
@@ -43,7 +44,7 @@ def xr(spec: JSON) -> JSON:
 
 def call(spec: JSON, clusters: list[JSON], observed: dict[str, JSON] | None = None):
     replicas = [body for key, body in (observed or {}).items() if key.startswith("replica-")]
-    required = {"clusters": clusters, "all-replicas": replicas, "service-routes": []}
+    required = {**fleet_required(clusters, replicas, observed), "service-routes": []}
     request = make_request(xr(spec), observed=observed or {}, required=required)
     return run_function(ModelDeploymentFunction(), request)
 

@@ -12,6 +12,7 @@ from modelplane_common.testing import (
     conditions,
     desired_resources,
     desired_status,
+    fleet_required,
     make_request,
     observe,
 )
@@ -152,7 +153,7 @@ def _call(deployment, clusters, replicas, observed):
     request = make_request(
         xr,
         observed=observed,
-        required={"clusters": clusters, "all-replicas": replicas, "service-routes": []},
+        required={**fleet_required(clusters, replicas, observed), "service-routes": []},
     )
     return ModelDeploymentFunction().run(request)
 
@@ -253,7 +254,7 @@ def test_unknown_inputs_never_drop_anything(scenario, bad_selector, unresolved):
     required = (
         {}
         if unresolved
-        else {"clusters": clusters, "all-replicas": ours + others, "service-routes": []}
+        else {**fleet_required(clusters, ours + others, observed), "service-routes": []}
     )
     rsp = ModelDeploymentFunction().run(make_request(xr, observed=observed, required=required))
     assert set(desired_resources(rsp)) == set(observed)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import md_fleet as f
 from compose_model_deployment.fn import ModelDeploymentFunction
 from modelplane_common.serving import run_function
-from modelplane_common.testing import conditions, desired_resources, make_request
+from modelplane_common.testing import conditions, desired_resources, fleet_required, make_request
 
 PATH = "spec.engines[0].members[0].nodeSelector.devices[0].selectors[0].cel"
 
@@ -20,7 +20,7 @@ def call(spec: dict, clusters: list[dict]):
         "metadata": {"name": "m", "namespace": f.NAMESPACE},
         "spec": spec,
     }
-    required = {"clusters": clusters, "all-replicas": [], "service-routes": []}
+    required = {**fleet_required(clusters), "service-routes": []}
     return run_function(ModelDeploymentFunction(), make_request(xr, required=required))
 
 

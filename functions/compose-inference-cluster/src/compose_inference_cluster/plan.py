@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
-from modelplane_common import tolerant
+from modelplane_common import capacity_summary, tolerant
 from modelplane_common.function import Outcome, Selector, Severity, validation_summary
 from modelplane_common.managed import without_status
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
@@ -53,6 +53,7 @@ OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 # The ModelCaches' Objects on this cluster: their tenants need a namespace here too (D10).
 CACHE_OBJECTS_REQUIREMENT = "cache-objects"
 # The status fields this function owns (and re-publishes unchanged on a hold).
+KEY_CAPACITY_SUMMARY = "capacity-summary"
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
 
@@ -160,7 +161,27 @@ def compose(
         for p in cluster.spec.nodePools or []
         if p.name in unavailable
     ]
+    _compose_capacity_summary(outcome, xr, observed, replicas)
     return outcome
+
+
+def _compose_capacity_summary(
+    outcome: Outcome, xr: JSON, observed: Mapping[str, JSON], replicas: list[JSON] | None
+) -> None:
+    """The cluster's capacity summary for the fleet scheduler (design/capacity.md). While its
+    replicas are not resolved the last one is kept: a summary missing its replicas would read
+    as free capacity."""
+    if replicas is None:
+        if KEY_CAPACITY_SUMMARY in observed:
+            outcome.compose(KEY_CAPACITY_SUMMARY, held(observed[KEY_CAPACITY_SUMMARY]), ready=True)
+        return
+    name = tolerant.name_of(xr)
+    content = capacity_summary.summary(xr, outcome.composite_status, replicas)
+    labels = tolerant.mapping(xr, "metadata", "labels") or {}
+    # A ConfigMap has no Ready condition to wait for.
+    outcome.compose(
+        KEY_CAPACITY_SUMMARY, capacity_summary.configmap(name, labels, content), ready=True
+    )
 
 
 def _pool_conditions(

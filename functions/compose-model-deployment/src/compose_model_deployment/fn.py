@@ -31,13 +31,11 @@ from modelplane_common.function import (
 from modelplane_common.observed import condition, held, is_ready, readiness
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modeldeployment import Spec
 
-from compose_model_deployment import messages, names, scheduler, traffic, wire
+from compose_model_deployment import fleet_inputs, messages, names, scheduler, traffic
 from compose_model_deployment.scheduler import Cluster, Deployment, Placement, Schedule
 
 API_VERSION = "modelplane.ai/v1alpha1"
 ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
-CLUSTERS = "clusters"
-ALL_REPLICAS = "all-replicas"
 SERVICE_ROUTES = traffic.SERVICE_ROUTES
 MODEL_CACHE = "model-cache"
 SCHEDULED = "ReplicasScheduled"
@@ -53,16 +51,16 @@ _ENDPOINT_PREFIX = traffic.ENDPOINT_PREFIX
 JSON = dict[str, Any]
 
 
-def requirements(spec: Mapping[str, Any], namespace: str | None) -> dict[str, Selector]:
+def requirements(
+    spec: Mapping[str, Any], namespace: str | None, own: Iterable[str], scope: fleet_inputs.Scope
+) -> dict[str, Selector]:
+    """What the deployment reads: the classes, the clusters it runs on and a scope of
+    candidate clusters' capacity summaries (fleet_inputs), its namespace's routes, its cache."""
     match_labels = ((spec.get("clusterSelector") or {}).get("matchLabels")) or {}
-    wanted = {
-        CLUSTERS: Selector(API_VERSION, "InferenceCluster", match_labels=dict(match_labels)),
-        # Every replica of every deployment, so the ledger sees the whole fleet's usage.
-        ALL_REPLICAS: Selector(API_VERSION, "ModelReplica"),
-        # The routes ModelServices compose (in their own, hence our, namespace): a draining
-        # replica goes only once every route to this deployment sends traffic to its successor.
-        SERVICE_ROUTES: Selector(ROUTE_API_VERSION, "HTTPRoute", namespace=namespace),
-    }
+    wanted = fleet_inputs.requirements(dict(match_labels), own, scope)
+    # The routes ModelServices compose (in their own, hence our, namespace): a draining
+    # replica goes only once every route to this deployment sends traffic to its successor.
+    wanted[SERVICE_ROUTES] = Selector(ROUTE_API_VERSION, "HTTPRoute", namespace=namespace)
     cache = tolerant.text(spec, "modelCacheRef", "name")
     if cache:
         # Replicas go only where the cache stages (D12): its clusterSelector decides.
@@ -291,24 +289,43 @@ def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.Ob
     return replicas + [r for r in fleet_replicas if (r.namespace, r.name) not in seen]
 
 
+def own_clusters(request: Request) -> set[str]:
+    """The clusters our observed replicas are on."""
+    return {
+        cluster
+        for key, body in request.observed.items()
+        if key.startswith(_REPLICA_PREFIX)
+        and (cluster := tolerant.text(body, "spec", "clusterName"))
+    }
+
+
 def compose(request: Request) -> Outcome:
     spec = request.spec
-    outcome = Outcome(requirements=requirements(spec, request.namespace))
     wanted = spec.get("replicas", 1) if isinstance(spec.get("replicas"), int) else 1
-    # Read straight from protobuf: decoding the whole fleet into dicts would cost more than
-    # the schedule itself (see wire.py).
-    fleet_clusters = wire.clusters(request.proto, CLUSTERS)
-    fleet_replicas = wire.replicas(
-        request.proto, ALL_REPLICAS, request.namespace or "", request.name
+    own = own_clusters(request)
+    first = fleet_inputs.first_shard(request.namespace or "", request.name)
+    # Read straight from protobuf: decoding the fleet into dicts would cost more than the
+    # schedule itself (see wire.py).
+    fleet = fleet_inputs.read(request.proto, own, first, request.namespace or "", request.name)
+    outcome = Outcome(
+        requirements=requirements(
+            spec, request.namespace, own, fleet_inputs.next_scope(fleet, first, short=False)
+        )
     )
-    if fleet_clusters is None or fleet_replicas is None:
+    if fleet is None:
         # First pass of a reconcile: Crossplane fetches the requirements and calls again,
         # applying only that final response. Keep what exists; decide nothing yet.
         for key, body in sorted(_observed_ours(request).items()):
             outcome.compose(key, held(body), ready=is_ready(body))
         return outcome
+    fleet_clusters = fleet.clusters
 
-    clusters = [scheduler.parse_cluster(c) for c in fleet_clusters]
+    clusters = [
+        dataclasses.replace(cluster, pools_unknown=fleet.unsummarised[cluster.name])
+        if cluster.name in fleet.unsummarised
+        else cluster
+        for cluster in map(scheduler.parse_cluster, fleet_clusters)
+    ]
     try:
         Spec.model_validate(spec)
     except pydantic.ValidationError as err:
@@ -348,12 +365,22 @@ def compose(request: Request) -> Outcome:
     result = scheduler.schedule(
         deployment,
         clusters,
-        _observed_replicas(request, fleet_replicas),
+        _observed_replicas(request, fleet.ours),
         now=now(request.context),
         serving=traffic.serving(request, clusters),
         routed=traffic.routed(request),
+        others=lambda cluster: _parsed(fleet.others(cluster)),
+    )
+    # Too few candidates, or a replica found no place among them: read more next round.
+    short = len(result.staying) < deployment.replicas
+    outcome.requirements = requirements(
+        spec, request.namespace, own, fleet_inputs.next_scope(fleet, first, short=short)
     )
     return _outcome(request, outcome, deployment, clusters, result)
+
+
+def _parsed(replicas: list[JSON]) -> list[scheduler.ObservedReplica]:
+    return [r for r in map(scheduler.parse_replica, replicas) if r is not None]
 
 
 def _cache_labels(request: Request, cache: str) -> Mapping[str, str] | tuple[str, str]:

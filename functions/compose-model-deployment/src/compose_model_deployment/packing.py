@@ -258,9 +258,12 @@ class FleetLedger:
         self,
         clusters: Mapping[str, Cluster],
         yields: Callable[[ObservedReplica], bool] = lambda replica: False,
+        others: Callable[[str], Iterable[ObservedReplica]] = lambda cluster: (),
     ) -> None:
         self._clusters = clusters
         self._yields = yields
+        # Other deployments' replicas on a cluster, read when the cluster is first looked at.
+        self._others = others
         self._running: dict[str, list[ObservedReplica]] = {}
         self._built: dict[str, dict[str, PoolLedger]] = {}
 
@@ -283,7 +286,7 @@ class FleetLedger:
         if built is None:
             published = self._clusters[cluster].pools
             built = {name: PoolLedger(pool) for name, pool in published.items()}
-            for replica in self._running.get(cluster, ()):
+            for replica in [*self._running.get(cluster, ()), *self._others(cluster)]:
                 key, yields = replica_key(replica), self._yields(replica)
                 for pool, pods in observed_pods(replica.claims(), published).items():
                     built[pool].add(key, pods, yields)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from modelplane_common import drain_annotations, tolerant
 from modelplane_common.observed import is_ready
@@ -251,6 +251,7 @@ def schedule(
     now: datetime.datetime | None = None,
     serving: frozenset[str] = frozenset(),
     routed: Mapping[str, str] | None = None,
+    others: Callable[[str], Iterable[ObservedReplica]] | None = None,
 ) -> Schedule:
     """Place ``deployment``. Selectors must compile (compile_selectors) first.
 
@@ -259,7 +260,8 @@ def schedule(
     are Ready and routed (their endpoint Ready), which lets draining replicas go; ``routed``
     names our replicas some route may still send traffic to (with what holds each): one of
     those that is going (scale-down, or a drain whose successor serves) is retired first,
-    not deleted.
+    not deleted. ``others`` gives other deployments' replicas on a cluster, read only for the
+    clusters the schedule looks at; ``replicas`` may hold them too.
     """
     routed = routed or {}
     in_set = {
@@ -302,7 +304,9 @@ def schedule(
     # Capacity ledgers: every replica that holds devices (every other deployment's, ours that
     # are retained or still being deleted), packed in canonical order (packing.py), so every
     # reconcile of every deployment computes the same picture.
-    ledger = packing.FleetLedger(in_set, yields=lambda replica: _yields(replica, now))
+    ledger = packing.FleetLedger(
+        in_set, yields=lambda replica: _yields(replica, now), others=others or (lambda _: ())
+    )
     kept_names = {p.observed.name for p in kept if p.observed is not None}
     for replica in observed:
         is_ours = replica.namespace == deployment.namespace and (

@@ -1,0 +1,43 @@
+"""``modelplane summarize``: the capacity summaries a control plane would publish for the
+InferenceClusters (and the ModelReplicas pinned to them) in some files.
+
+A ModelDeployment reads ConfigMaps ``modelplane-system/capacity-<cluster>`` instead of
+every InferenceCluster and ModelReplica (design/capacity.md). On a control plane
+compose-inference-cluster composes them; to render a ModelDeployment without one, pass them
+with the clusters (``kubectl get configmaps -n modelplane-system -l
+modelplane.ai/capacity-summary=true -o yaml`` on a real one, or this command's output for
+clusters written by hand). It builds them with compose-inference-cluster's own code, from the
+status the files give each cluster.
+"""
+
+from __future__ import annotations
+
+import click
+import yaml
+from modelplane_common import capacity_summary as cs
+from modelplane_common.plain import JSON
+
+from modelplane.render import load_objects
+
+
+def summaries(objects: list[JSON]) -> list[JSON]:
+    """One summary ConfigMap per InferenceCluster in ``objects``, in their order."""
+    replicas = [o for o in objects if o.get("kind") == "ModelReplica"]
+    out = []
+    for cluster in objects:
+        if cluster.get("kind") != "InferenceCluster":
+            continue
+        name = str((cluster.get("metadata") or {}).get("name", ""))
+        status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
+        on_it = [r for r in replicas if (r.get("spec") or {}).get("clusterName") == name]
+        labels = (cluster.get("metadata") or {}).get("labels") or {}
+        out.append(cs.configmap(name, labels, cs.summary(cluster, status, on_it)))
+    return out
+
+
+@click.command("summarize")
+@click.argument("location")
+def command(location: str) -> None:
+    """Print the capacity summary ConfigMaps for the InferenceClusters in LOCATION (a file or
+    folder), as compose-inference-cluster would compose them from their status."""
+    click.echo(yaml.safe_dump_all(summaries(load_objects(location)), sort_keys=False), nl=False)

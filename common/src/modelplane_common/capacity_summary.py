@@ -1,0 +1,264 @@
+"""The capacity summary: what one InferenceCluster tells the fleet scheduler (issue 23).
+
+compose-inference-cluster composes it as the ConfigMap ``capacity-<cluster>`` in
+``modelplane-system``; compose-model-deployment reads summaries instead of every
+InferenceCluster and every ModelReplica of the fleet (design/capacity.md, "Inputs at fleet
+scale"). A summary holds only what the scheduler reads, derived only from objects the API
+server holds, and serialises deterministically:
+
+* the cluster's labels, taints, failover grace period, declared pool names, its Ready and
+  ReadinessKnown conditions, gateway address and provider config;
+* per published GPU pool its name, class, ``nodes`` and ``maxNodes``, but not the devices:
+  a pool's devices are its InferenceClass's, which the scheduler reads once per class;
+* every ModelReplica pinned to the cluster, grouped by deployment and reduced to its name,
+  index, age, deletion, readiness and the devices its members claim (the claims once per
+  distinct shape).
+
+The ConfigMap carries the cluster's own labels, so a deployment's ``clusterSelector`` is
+applied by the API server, and a shard label (sha256 of the cluster name, mod ``SHARDS``), so
+a deployment in a large fleet can read a part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferenceclass as klass
+from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
+
+from modelplane_common import tolerant
+from modelplane_common.naming import child_name
+from modelplane_common.observed import condition, is_ready
+from modelplane_common.plain import JSON
+
+NAMESPACE = "modelplane-system"
+# On every summary ConfigMap, so one selector finds them all (and nothing else).
+SUMMARY_LABEL = "modelplane.ai/capacity-summary"
+SHARD_LABEL = "modelplane.ai/capacity-shard"
+SHARDS = 64
+DATA_KEY = "summary.json"
+VERSION = 1
+# The replica labels a summary keeps (the deployment's name and the replica's index).
+DEPLOYMENT_LABEL = "modelplane.ai/deployment"
+INDEX_LABEL = "modelplane.ai/replica-index"
+_CONDITIONS = ("Ready", "ReadinessKnown")
+_ENTRY_FIELDS = 6
+_MAX_NAME = 253
+
+
+def configmap_name(cluster: str) -> str:
+    name = f"capacity-{cluster}"
+    return name if len(name) <= _MAX_NAME else child_name("capacity", cluster[:200])
+
+
+def shard_of(cluster: str) -> int:
+    return int.from_bytes(hashlib.sha256(cluster.encode()).digest()[:8], "big") % SHARDS
+
+
+def shard_value(shard: int) -> str:
+    return f"{shard:02d}"
+
+
+# --- building (compose-inference-cluster) ---------------------------------------------------
+
+
+def _claims(engines: Any) -> list[JSON]:
+    """A replica's engines reduced to what packing reads: names, copies, members' role, pool,
+    gang size and device requests (class, count, selectors)."""
+    out = []
+    for engine in engines if isinstance(engines, list) else []:
+        if not isinstance(engine, dict):
+            continue
+        members = []
+        for member in tolerant.maps(engine, "members"):
+            kept = {k: member[k] for k in ("role", "nodePoolName", "worker") if k in member}
+            requests = member.get("deviceRequests")
+            if isinstance(requests, list):
+                kept["deviceRequests"] = [
+                    {k: r[k] for k in ("name", "deviceClassName", "count", "selectors") if k in r}
+                    for r in requests
+                    if isinstance(r, dict)
+                ]
+            members.append(kept)
+        out.append({k: engine[k] for k in ("name", "copies") if k in engine} | {"members": members})
+    return out
+
+
+def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) -> JSON:
+    """The summary of ``cluster`` (the observed XR: labels, spec, conditions) given the status
+    this reconcile publishes and the ModelReplicas pinned to it."""
+    spec = tolerant.mapping(cluster, "spec") or {}
+    classes = {
+        tolerant.text(p, "name"): tolerant.text(p, "className")
+        for p in tolerant.maps(spec, "nodePools")
+    }
+    published: JSON = {}
+    for key in ("gateway", "providerConfigRef"):
+        if key in status:
+            published[key] = status[key]
+    pools = status.get("gpuPools")
+    if isinstance(pools, list):
+        published["gpuPools"] = [
+            {k: p[k] for k in ("name", "nodes", "maxNodes") if k in p}
+            | {"className": classes.get(p.get("name")) or ""}
+            for p in pools
+            if isinstance(p, dict)
+        ]
+    conditions = [c for t in _CONDITIONS if (c := condition(cluster, t)) is not None]
+    if conditions:
+        published["conditions"] = conditions
+    kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}
+    if "nodePools" in spec:
+        kept_spec["nodePools"] = [{"name": n} for n in classes if n]
+    pending: list[tuple[str, list[Any], str]] = []
+    for replica in replicas:
+        metadata = tolerant.mapping(replica, "metadata") or {}
+        labels = tolerant.mapping(metadata, "labels") or {}
+        shape = json.dumps(_claims(tolerant.at(replica, "spec", "engines")), sort_keys=True)
+        group = f"{metadata.get('namespace', '')}/{labels.get(DEPLOYMENT_LABEL, '')}"
+        entry = [
+            str(metadata.get("name", "")),
+            str(labels.get(INDEX_LABEL, "")),
+            str(metadata.get("creationTimestamp") or ""),
+            str(metadata.get("deletionTimestamp") or ""),
+            1 if is_ready(replica) else 0,
+        ]
+        pending.append((group, entry, shape))
+    # Shapes numbered in sorted order and entries sorted: the same replicas in any order give
+    # the same bytes (no needless ConfigMap update).
+    shapes = {shape: i for i, shape in enumerate(sorted({shape for _, _, shape in pending}))}
+    groups: dict[str, list[list[Any]]] = {}
+    for group, entry, shape in pending:
+        groups.setdefault(group, []).append([*entry, shapes[shape]])
+    for entries in groups.values():
+        entries.sort()
+    return {
+        "version": VERSION,
+        "cluster": tolerant.name_of(cluster),
+        "labels": tolerant.mapping(cluster, "metadata", "labels") or {},
+        "spec": kept_spec,
+        "status": published,
+        "shapes": [json.loads(s) for s in shapes],
+        # "<namespace>/<deployment>": [[name, index, created, deleting, ready, shape], ...]
+        "replicas": groups,
+    }
+
+
+def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
+    """The ConfigMap publishing ``content``: labelled with the cluster's own labels (so label
+    selectors on clusters select their summaries), the summary label and the shard."""
+    own = {k: v for k, v in labels.items() if not k.startswith("crossplane.io/")}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": configmap_name(cluster),
+            "namespace": NAMESPACE,
+            "labels": own | {SUMMARY_LABEL: "true", SHARD_LABEL: shard_value(shard_of(cluster))},
+        },
+        "data": {DATA_KEY: json.dumps(content, sort_keys=True, separators=(",", ":"))},
+    }
+
+
+# --- reading (compose-model-deployment) -----------------------------------------------------
+
+
+class UnreadableSummaryError(ValueError):
+    """A summary ConfigMap whose data is not a summary this version understands."""
+
+
+def parse(configmap_: Mapping[str, Any]) -> JSON:
+    """The summary a ConfigMap carries; raises UnreadableSummaryError."""
+    raw = tolerant.text(configmap_, "data", DATA_KEY)
+    if raw is None:
+        raise UnreadableSummaryError(f"no data.{DATA_KEY}")
+    try:
+        content = json.loads(raw)
+    except ValueError as err:
+        raise UnreadableSummaryError(f"data.{DATA_KEY} is not JSON: {err}") from err
+    if not isinstance(content, dict) or content.get("version") != VERSION:
+        raise UnreadableSummaryError(f"data.{DATA_KEY} is not a version {VERSION} summary")
+    if not isinstance(content.get("cluster"), str) or not content["cluster"]:
+        raise UnreadableSummaryError(f"data.{DATA_KEY} names no cluster")
+    return content
+
+
+def cluster_view(content: Mapping[str, Any], devices: Mapping[str, list[JSON]]) -> JSON:
+    """The summary as the InferenceCluster the scheduler parses: each pool's devices are its
+    class's (``devices``: class name -> published devices); a pool whose class is not known
+    is published without devices, which the scheduler reads as an unreadable pool (held)."""
+    status = dict(content.get("status") or {})
+    pools = status.get("gpuPools")
+    if isinstance(pools, list):
+        views = []
+        for pool in pools:
+            if not isinstance(pool, dict):
+                views.append(pool)
+                continue
+            view = {k: v for k, v in pool.items() if k != "className"}
+            found = devices.get(str(pool.get("className") or ""))
+            if found is not None:
+                view["devices"] = found
+            views.append(view)
+        status["gpuPools"] = views
+    return {
+        "metadata": {"name": content["cluster"], "labels": content.get("labels") or {}},
+        "spec": content.get("spec") or {},
+        "status": status,
+    }
+
+
+def replica_views(
+    content: Mapping[str, Any], keep: Callable[[str, str], bool] = lambda namespace, name: True
+) -> list[JSON]:
+    """The summarised replicas of the deployments ``keep`` accepts (namespace, name), as the
+    ModelReplicas the scheduler parses."""
+    shapes = content.get("shapes") if isinstance(content.get("shapes"), list) else []
+    groups = content.get("replicas") if isinstance(content.get("replicas"), dict) else {}
+    out = []
+    for group, entries in groups.items():
+        namespace, _, deployment = str(group).partition("/")
+        if not keep(namespace, deployment) or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, list) or len(entry) != _ENTRY_FIELDS:
+                continue
+            name, index, created, deleting, ready, shape = entry
+            engines = shapes[shape] if isinstance(shape, int) and 0 <= shape < len(shapes) else []
+            metadata: JSON = {
+                "name": name,
+                "namespace": namespace,
+                "labels": {DEPLOYMENT_LABEL: deployment, INDEX_LABEL: index},
+            }
+            if created:
+                metadata["creationTimestamp"] = created
+            if deleting:
+                metadata["deletionTimestamp"] = deleting
+            replica: JSON = {
+                "metadata": metadata,
+                "spec": {"clusterName": content["cluster"], "engines": engines},
+            }
+            if ready:
+                replica["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+            out.append(replica)
+    return out
+
+
+def published_devices(class_devices: Any) -> list[JSON] | None:
+    """An InferenceClass's ``spec.devices`` as compose-inference-cluster publishes them in
+    ``status.gpuPools[].devices`` (defaults applied), or None when they cannot be read."""
+    if not isinstance(class_devices, list) or not class_devices:
+        return None
+    try:
+        parsed = [klass.Device.model_validate(d) for d in class_devices]
+        return [
+            ic.Device.model_validate(d.model_dump(by_alias=True, exclude_none=True)).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+            for d in parsed
+        ]
+    except ValueError:
+        return None
