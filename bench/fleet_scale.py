@@ -111,11 +111,15 @@ def served(name: str, limit_mib: int | None = None) -> Iterator[grpcv1.FunctionR
 
 
 def decode(data: bytes) -> None:
-    """What merely reading the request costs: parse it, then the plain dicts of everything."""
+    """What merely reading the request costs: parse it, then the plain dicts of everything,
+    including the JSON a required ConfigMap's data carries (a capacity summary is data too)."""
     request = fnv1.RunFunctionRequest.FromString(data)
     view = Request(request)
     for key in request.required_resources:
-        view.required(key)
+        for obj in view.required(key) or []:
+            if obj.get("kind") == "ConfigMap":
+                for value in (obj.get("data") or {}).values():
+                    json.loads(value)
 
 
 def _ms(call: Callable[[], object]) -> float:

@@ -1,4 +1,5 @@
-"""wire.py reads the fleet from protobuf without losing what the scheduler needs."""
+"""wire.py reads clusters from protobuf, and a capacity summary keeps of each replica, without
+losing what the scheduler needs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import md_fleet as f
 from compose_model_deployment import devices, scheduler, wire
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from modelplane_common import capacity_summary as cs
+from modelplane_common.observed import is_ready
 from modelplane_common.plain import to_plain, to_struct
 from modelplane_common.testing import make_request
 
@@ -36,36 +39,36 @@ def _request(required):
 
 def test_unresolved_is_none_and_empty_is_empty():
     assert wire.clusters(_request({}), "clusters") is None
-    assert wire.replicas(_request({}), "all-replicas", f.NAMESPACE, "m") is None
-    resolved = _request({"clusters": [], "all-replicas": []})
-    assert wire.clusters(resolved, "clusters") == []
-    assert wire.replicas(resolved, "all-replicas", f.NAMESPACE, "m") == []
+    assert wire.clusters(_request({"clusters": []}), "clusters") == []
 
 
-def test_replicas_keep_ours_whole_and_what_the_ledger_reads_of_others():
+def test_a_capacity_summary_keeps_what_the_ledger_reads_of_each_replica():
     gang = f.spec(1, f.gang(nodes=3, copies=2, claimless_leader=True), f.standalone("side"))
-    ours = f.replica(gang, "a", 1, pools=["x", "y"], ready=True)
-    theirs = f.replica(gang, "a", 0, pools=["x", "y"], deployment_name="other")
-    same_name_elsewhere = f.replica(gang, "b", 0, namespace="other-team")
-    request = _request({"all-replicas": [ours, theirs, same_name_elsewhere]})
-    read = wire.replicas(request, "all-replicas", f.NAMESPACE, "m")
-    assert read[0] == ours
-    for full, summary in zip([theirs, same_name_elsewhere], read[1:], strict=True):
-        assert summary["metadata"] == full["metadata"]
-        assert list(scheduler.parse_replica(summary).claims()) == list(
-            scheduler.parse_replica(full).claims()
-        )
+    theirs = f.replica(gang, "a", 0, pools=["x", "y"], deployment_name="other", ready=True)
+    theirs["metadata"]["creationTimestamp"] = "2026-11-27T12:00:00Z"
+    elsewhere = f.replica(gang, "a", 1, pools=["x", "y"], namespace="other-team")
+    content = cs.parse(cs.configmap("a", {}, cs.summary(f.cluster("a"), {}, [theirs, elsewhere])))
+    read = sorted(cs.replica_views(content), key=lambda r: r["metadata"]["namespace"])
+    assert len(content["shapes"]) == 1  # one shape, stored once
+    for full, summary in zip([theirs, elsewhere], read, strict=True):
+        original, parsed = scheduler.parse_replica(full), scheduler.parse_replica(summary)
+        assert (parsed.name, parsed.namespace, parsed.deployment, parsed.index) == (
+            original.name, original.namespace, original.deployment, original.index
+        )  # fmt: skip
+        assert (parsed.created, parsed.cluster) == (original.created, original.cluster)
+        assert list(parsed.claims()) == list(original.claims())
         assert "template" not in str(summary)
+    assert [is_ready(r) for r in read] == [True, False]
     # What each pod of a claiming member takes (D11): the devices, per pool and gang.
     claims = [
         (c.pool, c.copies, c.pods, c.worker, [(r.device_class, r.count) for r in c.requests])
-        for c in scheduler.parse_replica(read[1]).claims()
+        for c in scheduler.parse_replica(read[0]).claims()
     ]
     assert claims == [
         ("x", 2, 3, True, [("gpu.nvidia.com", 1)]),
         ("y", 1, 1, False, [("gpu.nvidia.com", 1)]),
     ]
-    (request_,) = read[1]["spec"]["engines"][0]["members"][1]["deviceRequests"]
+    (request_,) = read[0]["spec"]["engines"][0]["members"][1]["deviceRequests"]
     assert request_["selectors"] == [{"cel": f.GPU_SELECTOR}]
 
 

@@ -1,11 +1,8 @@
-"""Reading the fleet-scale required resources straight from protobuf.
+"""Reading InferenceClusters straight from protobuf.
 
-``Request.required`` turns every object into a dict with ``json_format``; for a fleet (hundreds
-of clusters, thousands of replicas with their pod templates) that decode alone costs more than
-the whole schedule. The scheduler needs little of it: a cluster's metadata and status, and of
-other deployments' replicas only identity, pins, sizes and the devices they claim. So this
-module converts Struct values directly, skips what is never read, and fully decodes only our
-own replicas (which may be re-emitted verbatim).
+``Request.required`` turns every object into a dict with ``json_format``; the scheduler needs
+little of a cluster: its metadata and status, and of its spec the pools, taints and grace
+period. So this module converts Struct values directly and skips what is never read.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from modelplane_common.plain import plain_value as plain
 
-from compose_model_deployment import devices, names
+from compose_model_deployment import devices
 
 
 def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
@@ -94,70 +91,4 @@ def clusters(request: fnv1.RunFunctionRequest, key: str) -> list[dict[str, Any]]
         elif spec is not None:
             cluster["spec"] = plain(spec)
         out.append(cluster)
-    return out
-
-
-_CLAIM_FIELDS = ("name", "deviceClassName", "count", "selectors")
-
-
-def _claim(request: Any) -> Any:
-    if request.WhichOneof("kind") != "struct_value":
-        return None
-    fields = request.struct_value.fields
-    return {k: plain(fields[k]) for k in _CLAIM_FIELDS if k in fields}
-
-
-def _member_summary(member: Any) -> Any:
-    if member.WhichOneof("kind") != "struct_value":
-        return None
-    fields = member.struct_value.fields
-    out = {k: plain(fields[k]) for k in ("role", "nodePoolName", "worker") if k in fields}
-    requests = fields.get("deviceRequests")
-    # The requests say which devices each pod takes on its node (D11): class, count and the
-    # selectors that pick the device; nothing else of them is read.
-    if requests is not None and requests.WhichOneof("kind") == "list_value":
-        out["deviceRequests"] = [_claim(r) for r in requests.list_value.values]
-    return out
-
-
-def _engine_summary(engine: Any) -> Any:
-    if engine.WhichOneof("kind") != "struct_value":
-        return None
-    fields = engine.struct_value.fields
-    out = {k: plain(fields[k]) for k in ("name", "copies") if k in fields}
-    members = fields.get("members")
-    if members is not None and members.WhichOneof("kind") == "list_value":
-        out["members"] = [_member_summary(m) for m in members.list_value.values]
-    return out
-
-
-def replicas(
-    request: fnv1.RunFunctionRequest, key: str, namespace: str, deployment: str
-) -> list[dict[str, Any]] | None:
-    """Every ModelReplica: ours in full, others reduced to what the capacity ledger reads."""
-    items = _items(request, key)
-    if items is None:
-        return None
-    out = []
-    for item in items:
-        metadata = _field(item, "metadata") or {}
-        labels = metadata.get("labels") if isinstance(metadata, dict) else None
-        ours = (
-            isinstance(labels, dict)
-            and metadata.get("namespace") == namespace
-            and labels.get(names.DEPLOYMENT_LABEL) == deployment
-        )
-        if ours:
-            out.append(_struct(item))
-            continue
-        spec: dict[str, Any] = {}
-        spec_value = item.fields.get("spec")
-        if spec_value is not None and spec_value.WhichOneof("kind") == "struct_value":
-            spec_fields = spec_value.struct_value.fields
-            if "clusterName" in spec_fields:
-                spec["clusterName"] = plain(spec_fields["clusterName"])
-            engines = spec_fields.get("engines")
-            if engines is not None and engines.WhichOneof("kind") == "list_value":
-                spec["engines"] = [_engine_summary(e) for e in engines.list_value.values]
-        out.append({"metadata": metadata, "spec": spec})
     return out
