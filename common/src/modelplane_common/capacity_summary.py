@@ -12,11 +12,15 @@ server holds, and serialises deterministically:
   a pool's devices are its InferenceClass's, which the scheduler reads once per class;
 * every ModelReplica pinned to the cluster, grouped by deployment and reduced to its name,
   index, age, deletion, readiness and the devices its members claim (the claims once per
-  distinct shape).
+  distinct shape);
+* for compose-model-cache (design/cache-staging.md): the cluster's source and its cache
+  storage class override (``spec.cluster``), and per ModelCache mounted there the replicas
+  mounting it (``caches``).
 
 The ConfigMap carries the cluster's own labels, so a deployment's ``clusterSelector`` is
-applied by the API server, and a shard label (sha256 of the cluster name, mod ``SHARDS``), so
-a deployment in a large fleet can read a part of it.
+applied by the API server, a shard label (sha256 of the cluster name, mod ``SHARDS``), so
+a deployment in a large fleet can read a part of it, and per ModelCache mounted there a
+``cache_label``, so a cache without a ``clusterSelector`` reads only the clusters it is used on.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferenceclass a
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 
 from modelplane_common import tolerant
+from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.naming import child_name
 from modelplane_common.observed import condition, is_ready
 from modelplane_common.plain import JSON
@@ -44,6 +49,11 @@ VERSION = 1
 # The replica labels a summary keeps (the deployment's name and the replica's index).
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
 INDEX_LABEL = "modelplane.ai/replica-index"
+# Per ModelCache mounted on the cluster (see cache_label).
+CACHE_LABEL_PREFIX = "modelplane.ai/cache-"
+# The InferenceCluster's per-source blocks whose ``cache`` sub-block (the RWX storage class
+# override) compose-model-cache reads.
+_SOURCE_BLOCKS = ("gke", "eks", "aks", "nebius", "vultr", "existing")
 _CONDITIONS = ("Ready", "ReadinessKnown")
 _ENTRY_FIELDS = 6
 _MAX_NAME = 253
@@ -60,6 +70,13 @@ def shard_of(cluster: str) -> int:
 
 def shard_value(shard: int) -> str:
     return f"{shard:02d}"
+
+
+def cache_label(namespace: str, name: str) -> str:
+    """The label on the summary of every cluster where replicas mount ModelCache
+    ``namespace/name`` (a label key's name part is at most 63 characters, so a digest)."""
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:16]
+    return f"{CACHE_LABEL_PREFIX}{digest}"
 
 
 # --- building (compose-inference-cluster) ---------------------------------------------------
@@ -113,10 +130,22 @@ def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) 
     kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}
     if "nodePools" in spec:
         kept_spec["nodePools"] = [{"name": n} for n in classes if n]
+    source = _cache_source(spec)
+    if source is not None:
+        kept_spec["cluster"] = source
     pending: list[tuple[str, list[Any], str]] = []
+    caches: dict[str, list[list[str]]] = {}
     for replica in replicas:
         metadata = tolerant.mapping(replica, "metadata") or {}
         labels = tolerant.mapping(metadata, "labels") or {}
+        cache = labels.get(CACHE_LABEL)
+        if isinstance(cache, str) and cache:
+            caches.setdefault(f"{metadata.get('namespace', '')}/{cache}", []).append(
+                [
+                    str(metadata.get("name", "")),
+                    tolerant.text(replica, "status", "remoteNamespace") or "",
+                ]
+            )
         shape = json.dumps(_claims(tolerant.at(replica, "spec", "engines")), sort_keys=True)
         group = f"{metadata.get('namespace', '')}/{labels.get(DEPLOYMENT_LABEL, '')}"
         entry = [
@@ -135,6 +164,8 @@ def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) 
         groups.setdefault(group, []).append([*entry, shapes[shape]])
     for entries in groups.values():
         entries.sort()
+    for users in caches.values():
+        users.sort()
     return {
         "version": VERSION,
         "cluster": tolerant.name_of(cluster),
@@ -144,13 +175,34 @@ def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) 
         "shapes": [json.loads(s) for s in shapes],
         # "<namespace>/<deployment>": [[name, index, created, deleting, ready, shape], ...]
         "replicas": groups,
+        # "<namespace>/<cache>": [[replica name, status.remoteNamespace or ""], ...]
+        "caches": caches,
     }
+
+
+def _cache_source(spec: Mapping[str, Any]) -> JSON | None:
+    """``spec.cluster`` reduced to what compose-model-cache reads: the source and, in the
+    source's own block, the ``cache`` override."""
+    cluster = tolerant.mapping(spec, "cluster")
+    if cluster is None or "source" not in cluster:
+        return None
+    kept: JSON = {"source": cluster["source"]}
+    source = cluster["source"]
+    block = source.lower() if isinstance(source, str) else ""
+    cache = tolerant.mapping(cluster, block, "cache") if block in _SOURCE_BLOCKS else None
+    if cache is not None:
+        kept[block] = {"cache": cache}
+    return kept
 
 
 def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
     """The ConfigMap publishing ``content``: labelled with the cluster's own labels (so label
     selectors on clusters select their summaries), the summary label and the shard."""
     own = {k: v for k, v in labels.items() if not k.startswith("crossplane.io/")}
+    caches = content.get("caches") if isinstance(content.get("caches"), dict) else {}
+    for key in caches:
+        namespace, _, name = str(key).partition("/")
+        own[cache_label(namespace, name)] = "true"
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
