@@ -1,6 +1,7 @@
 """A ModelCache staged end to end in the in-process control plane, on an adopted cluster.
 
-compose-inference-cluster provides the cluster's provider config; compose-model-cache's
+compose-inference-cluster provides the cluster's provider config and the capacity summary the
+cache reads (it selects the cluster by its labels); compose-model-cache's
 Objects are applied by the simulated provider-kubernetes, which binds the PVC and completes
 the Job.
 """
@@ -23,6 +24,8 @@ metadata: {name: qwen3-8b, namespace: ml-team}
 spec:
   source: HuggingFace
   huggingFace: {repo: Qwen/Qwen3-8B, sizeGiB: 20, authSecret: {name: hf-token}}
+  clusterSelector:
+    matchLabels: {modelplane.ai/region: on-prem}
 """
 
 

@@ -1,4 +1,5 @@
-"""compose-model-cache through real gRPC: clusters on GKE, EKS and Existing in every phase."""
+"""compose-model-cache through real gRPC: clusters on GKE, EKS and Existing in every phase,
+read from their capacity summaries as Crossplane resolves the function's requirements."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import json
 from pathlib import Path
 
 import kubernetes_validate
+import mc_fleet
 import pytest
 import yaml
-from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane.render import render
-from modelplane_common.plain import to_plain, to_struct
-from modelplane_common.serving import run_function
+from modelplane.render import load_objects, render
+from modelplane.summaries import summaries
+from modelplane_common.plain import to_plain
 from modelplane_common.testing import function_results
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencecluster import (
@@ -21,6 +22,7 @@ from modelplane_schemas.generated.modelplane_ai.v1alpha1.inferencecluster import
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
 NS = "ml-team"
+FRONTIER = {"modelplane.ai/tier": "frontier"}
 SCRIPT = (
     "set -e; if [ -f /mnt/artifact/.modelplane-hydrated ]; then echo 'already hydrated, "
     "skipping'; exit 0; fi; pip install --quiet huggingface_hub; hf download "
@@ -33,14 +35,15 @@ def cache(
     name: str = "llama-70b",
     ns: str = NS,
     auth: dict | None = None,
-    selector: dict | None = None,
+    selector: dict | None = FRONTIER,
     status: dict | None = None,
 ) -> dict:
+    """A ModelCache; by default on every frontier cluster (``selector=None``: on demand)."""
     hf: dict = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "main", "sizeGiB": 160}
     if auth:
         hf["authSecret"] = auth
     spec: dict = {"source": "HuggingFace", "huggingFace": hf}
-    if selector:
+    if selector is not None:
         spec["clusterSelector"] = {"matchLabels": selector}
     xr = {
         "apiVersion": "modelplane.ai/v1alpha1",
@@ -81,26 +84,11 @@ EXISTING = cluster("onprem", "Existing", storage_class="trident-rwx")
 FLEET = [GKE, EKS, EXISTING]
 
 
-def request(xr: dict, clusters: list[dict] | None, observed: dict | None = None):
-    req = fnv1.RunFunctionRequest(
-        observed=fnv1.State(
-            composite=fnv1.Resource(resource=to_struct(xr)),
-            resources={
-                key: fnv1.Resource(resource=to_struct(body))
-                for key, body in (observed or {}).items()
-            },
-        )
-    )
-    if clusters is not None:
-        req.required_resources["clusters"].SetInParent()
-        req.required_resources["clusters"].items.extend(
-            [fnv1.Resource(resource=to_struct(c)) for c in clusters]
-        )
-    return req
-
-
-def run(xr: dict, clusters: list[dict] | None, observed: dict | None = None):
-    return run_function(ModelCacheFunction(), request(xr, clusters, observed))
+def run(xr: dict, clusters: list[dict] | None, observed: dict | None = None, replicas: tuple = ()):
+    """The function as Crossplane runs it over a fleet of ``clusters`` (None: nothing resolved
+    yet) with ``replicas`` pinned to them."""
+    objects = None if clusters is None else mc_fleet.fleet(clusters, replicas)
+    return mc_fleet.run(xr, objects, observed)
 
 
 def desired(rsp) -> dict[str, dict]:
@@ -109,6 +97,10 @@ def desired(rsp) -> dict[str, dict]:
 
 def status(rsp) -> dict:
     return to_plain(rsp.desired.composite.resource)["status"]
+
+
+def phases(rsp) -> dict[str, str]:
+    return {c["name"]: c["phase"] for c in status(rsp)["clusters"]}
 
 
 def condition(rsp, type_: str):
@@ -154,12 +146,20 @@ def check_wrapped(body: dict) -> dict:
     return manifest
 
 
-def test_first_call_only_asks_for_clusters():
+def test_first_call_only_asks_for_the_selected_clusters_summaries():
     rsp = run(cache(selector={"modelplane.ai/tier": "frontier"}), None)
     assert dict(rsp.desired.resources) == {}
+    assert set(rsp.requirements.resources) == {"clusters"}
     wanted = rsp.requirements.resources["clusters"]
-    assert (wanted.api_version, wanted.kind) == ("modelplane.ai/v1alpha1", "InferenceCluster")
-    assert dict(wanted.match_labels.labels) == {"modelplane.ai/tier": "frontier"}
+    assert (wanted.api_version, wanted.kind, wanted.namespace) == (
+        "v1",
+        "ConfigMap",
+        "modelplane-system",
+    )
+    assert dict(wanted.match_labels.labels) == {
+        "modelplane.ai/tier": "frontier",
+        "modelplane.ai/capacity-summary": "true",
+    }
 
 
 def test_first_reconcile_on_gke_eks_and_existing():
@@ -197,15 +197,15 @@ def test_first_reconcile_on_gke_eks_and_existing():
     assert status(rsp) == {
         "summary": {"ready": "0/3"},
         "clusters": [
-            {"name": "gke-us-central", "phase": "Pending"},
             {"name": "eks-us-east", "phase": "Pending"},
+            {"name": "gke-us-central", "phase": "Pending"},
             {"name": "onprem", "phase": "Pending"},
         ],
     }
     assert condition(rsp, "ClustersMatched").reason == "Matched"
     assert condition(rsp, "ArtifactReady").reason == "Hydrating"
     assert [r.message for r in rsp.results] == [
-        "Staging meta-llama/Llama-3.3-70B-Instruct to 3 clusters: gke-us-central, eks-us-east, "
+        "Staging meta-llama/Llama-3.3-70B-Instruct to 3 clusters: eks-us-east, gke-us-central, "
         "onprem"
     ]
     assert rsp.desired.composite.ready == fnv1.READY_UNSPECIFIED
@@ -304,8 +304,8 @@ def test_each_phase_on_gke_eks_and_existing():
     rsp = run(cache(), FLEET, observed)
     assert status(rsp)["summary"] == {"ready": "1/3"}
     assert status(rsp)["clusters"] == [
-        {"name": "gke-us-central", "phase": "Ready"},
         {"name": "eks-us-east", "phase": "Hydrating"},
+        {"name": "gke-us-central", "phase": "Ready"},
         {
             "name": "onprem",
             "phase": "Failed",
@@ -378,7 +378,7 @@ def test_partial_then_staged_then_latched():
         "hydrate-eks-us-east": observed_object(first["hydrate-eks-us-east"], {}),
     }
     rsp = run(xr, [GKE, EKS], observed)
-    assert [c["phase"] for c in status(rsp)["clusters"]] == ["Ready", "Pending"]
+    assert phases(rsp) == {"gke-us-central": "Ready", "eks-us-east": "Pending"}
     assert condition(rsp, "ArtifactReady").reason == "Partial"
 
     observed["pvc-eks-us-east"] = observed_object(first["pvc-eks-us-east"], BOUND, ready=True)
@@ -408,7 +408,7 @@ def test_partial_then_staged_then_latched():
     # A PVC that is no longer bound drops back to Pending and hydration is composed again.
     kept["pvc-eks-us-east"] = observed_object(first["pvc-eks-us-east"], {"phase": "Lost"})
     rsp = run(latched, [GKE, EKS], kept)
-    assert [c["phase"] for c in status(rsp)["clusters"]] == ["Ready", "Pending"]
+    assert phases(rsp) == {"gke-us-central": "Ready", "eks-us-east": "Pending"}
     assert "hydrate-eks-us-east" in desired(rsp)
 
 
@@ -498,9 +498,10 @@ def test_auth_secret_reaches_the_pod_only_as_a_secret_key_ref():
         assert all("value" not in entry for entry in container["env"])
         assert "HF_TOKEN" not in container["command"][2]
     assert '"value"' not in text
-    # The control plane never reads the Secret: it requires only the clusters, and the
-    # replicas mounting the cache (whose clusters keep their PVC, D12).
-    assert set(rsp.requirements.resources) == {"clusters", "replicas"}
+    # The control plane never reads the Secret: it requires only capacity summaries.
+    assert {(r.kind, r.namespace) for r in rsp.requirements.resources.values()} == {
+        ("ConfigMap", "modelplane-system")
+    }
 
 
 def test_without_auth_the_env_is_empty():
@@ -607,16 +608,33 @@ def test_render_each_phase_on_gke_eks_and_existing():
         check_wrapped({k: v for k, v in body.items() if k in ("apiVersion", "kind", "spec")})
 
 
-def test_render_public_cache_on_every_reachable_cluster():
-    _, composed, _ = render_example("cache-public.yaml")
-    assert len([k for k in composed if k.startswith("pvc-")]) == 3
-    for key, body in composed.items():
-        if key.startswith("hydrate-"):
-            container = body["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"][
-                "containers"
-            ][0]
-            assert container["env"] == []
-            assert "--revision" not in container["command"][2]
+def test_render_public_cache_stages_only_where_a_replica_mounting_it_runs():
+    xr, composed, results = render_example("cache-public.yaml")
+    # No clusterSelector: only eks-us-east, where clusters.yaml places a replica mounting it.
+    assert sorted(composed) == ["hydrate-eks-us-east", "pvc-eks-us-east"]
+    container = composed["hydrate-eks-us-east"]["spec"]["forProvider"]["manifest"]["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    assert container["env"] == []
+    assert "--revision" not in container["command"][2]
+    storage = composed["pvc-eks-us-east"]["spec"]["forProvider"]["manifest"]["spec"]
+    assert storage["storageClassName"] == "modelplane-rwx-efs"
+    assert xr["status"]["clusters"] == [{"name": "eks-us-east", "phase": "Pending"}]
+    assert [r["message"] for r in results] == ["Staging Qwen/Qwen3-8B to 1 clusters: eks-us-east"]
+
+
+def test_the_cache_examples_capacity_summaries_are_the_ones_its_clusters_publish():
+    """clusters.yaml carries generated summaries; a cluster or replica edited without
+    regenerating them (`modelplane summarize`) would render against a stale fleet."""
+    objects = load_objects(str(EXAMPLES / "clusters.yaml"))
+    committed = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert [c["metadata"]["name"] for c in committed] == [
+        "capacity-gke-us-central",
+        "capacity-eks-us-east",
+        "capacity-onprem-a100",
+        "capacity-gke-europe-west",
+    ]
+    assert committed == summaries(objects)
 
 
 def test_spec_the_schema_would_reject_holds_the_staged_weights():

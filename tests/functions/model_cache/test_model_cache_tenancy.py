@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import copy
 
+import mc_fleet
 import pytest
-from compose_model_cache.fn import ModelCacheFunction
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane_common.plain import to_plain, to_struct
-from modelplane_common.serving import run_function
+from modelplane_common.plain import to_plain
 
 NS = "ml-team"
+FRONTIER = {"modelplane.ai/tier": "frontier"}
 
 
-def cache(ns: str = NS, selector: dict | None = None, status: dict | None = None) -> dict:
+def cache(ns: str = NS, selector: dict | None = FRONTIER, status: dict | None = None) -> dict:
     spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
-    if selector:
+    if selector is not None:
         spec["clusterSelector"] = {"matchLabels": selector}
     xr = {
         "apiVersion": "modelplane.ai/v1alpha1",
@@ -43,25 +42,12 @@ def cluster(name: str) -> dict:
 GKE, EKS = cluster("gke-us-central"), cluster("eks-us-east")
 
 
-def _run(xr, clusters, observed=None, replicas=None):
-    req = fnv1.RunFunctionRequest(
-        observed=fnv1.State(
-            composite=fnv1.Resource(resource=to_struct(xr)),
-            resources={
-                k: fnv1.Resource(resource=to_struct(v)) for k, v in (observed or {}).items()
-            },
-        )
-    )
-    req.required_resources["clusters"].SetInParent()
-    req.required_resources["clusters"].items.extend(
-        [fnv1.Resource(resource=to_struct(c)) for c in clusters]
-    )
-    if replicas is not None:
-        req.required_resources["replicas"].SetInParent()
-        req.required_resources["replicas"].items.extend(
-            [fnv1.Resource(resource=to_struct(r)) for r in replicas]
-        )
-    return run_function(ModelCacheFunction(), req)
+def _run(xr, clusters, observed=None, replicas=(), unsummarised=()):
+    """Through real gRPC, requirements resolved from the clusters' summaries as Crossplane
+    resolves them; ``unsummarised`` clusters have no summary (who mounts the cache there is
+    unknown)."""
+    objects = mc_fleet.fleet(clusters, replicas, unsummarised=unsummarised)
+    return mc_fleet.run(xr, objects, observed)
 
 
 def _desired(rsp) -> dict[str, dict]:
@@ -96,7 +82,11 @@ def replica(name: str, cluster_name: str, remote_namespace: str | None) -> dict:
     body = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "ModelReplica",
-        "metadata": {"name": name, "namespace": NS, "labels": {"modelplane.ai/modelcache": "x"}},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"modelplane.ai/modelcache": "llama-70b"},
+        },
         "spec": {"clusterName": cluster_name},
     }
     if remote_namespace:
@@ -104,14 +94,17 @@ def replica(name: str, cluster_name: str, remote_namespace: str | None) -> dict:
     return body
 
 
-def test_the_cache_asks_for_the_replicas_mounting_it_in_its_namespace():
-    rsp = _run(cache(), [GKE])
-    wanted = rsp.requirements.resources["replicas"]
-    assert (wanted.kind, wanted.namespace, dict(wanted.match_labels.labels)) == (
-        "ModelReplica",
-        NS,
-        {"modelplane.ai/modelcache": "llama-70b"},
+def test_the_cache_learns_who_mounts_it_from_the_summaries_of_its_staged_clusters():
+    staged = _observe(_desired(_run(cache(), [GKE])))
+    rsp = _run(cache(), [GKE], staged)
+    wanted = rsp.requirements.resources["staged.gke-us-central"]
+    assert (wanted.kind, wanted.namespace, wanted.match_name) == (
+        "ConfigMap",
+        "modelplane-system",
+        "capacity-gke-us-central",
     )
+    # No ModelReplica is read: they are counted by the cluster that runs them.
+    assert {r.kind for r in rsp.requirements.resources.values()} == {"ConfigMap"}
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "modelplane-system", "cert-manager"])
@@ -146,8 +139,10 @@ def test_a_cache_made_in_the_shared_namespace_stages_again_beside_it_then_lets_i
     assert entry["phase"] == "Pending"  # the new PVC's phase: new replicas wait for it
     assert "stays while it is mounted (old)" in entry["message"]
 
-    # Unknown replicas keep it too; once every replica runs in the tenant's namespace, it goes.
-    assert "pvc-gke-us-central" in _desired(_run(xr, [GKE], legacy, None))
+    # Unknown replicas (no summary of the cluster) keep it too; once every replica runs in the
+    # tenant's namespace, it goes.
+    unknown = _desired(_run(xr, [GKE], legacy, unsummarised=["gke-us-central"]))
+    assert unknown["pvc-gke-us-central"]["spec"] == legacy["pvc-gke-us-central"]["spec"]
     now = {**legacy, **_observe({k: v for k, v in desired.items() if k.startswith("ns-")})}
     done = _desired(_run(xr, [GKE], now, [replica("new", "gke-us-central", NS)]))
     assert "pvc-gke-us-central" not in done

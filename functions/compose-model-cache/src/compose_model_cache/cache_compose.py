@@ -1,11 +1,16 @@
-"""compose-model-cache: per matched cluster an RWX PVC and, until staged, a hydration Job."""
+"""compose-model-cache: per matched cluster an RWX PVC and, until staged, a hydration Job.
+
+The clusters are read from their capacity summaries (cache_inputs): with a clusterSelector
+every cluster it matches; without one the clusters where replicas mounting the cache are
+placed, and those already staged while they exist (design/cache-staging.md).
+"""
 
 from __future__ import annotations
 
 import pydantic
+from modelplane_common import capacity_summary as cs
 from modelplane_common import tolerant
-from modelplane_common.cache_naming import CACHE_LABEL
-from modelplane_common.function import Outcome, Selector, validation_summary
+from modelplane_common.function import Outcome, validation_summary
 from modelplane_common.managed import hold_observed, validated
 from modelplane_common.observed import held
 from modelplane_common.plain import JSON
@@ -13,38 +18,19 @@ from modelplane_common.tenancy import remote_namespace, reserved_reason
 from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
+from compose_model_cache import cache_inputs as inputs
 from compose_model_cache import cache_objects as objects
 from compose_model_cache import cache_slots as slots
 from compose_model_cache import staging
 
-CLUSTERS = "clusters"
-REPLICAS = "replicas"
+CLUSTERS = inputs.CLUSTERS
 CLUSTERS_MATCHED = "ClustersMatched"
 ARTIFACT_READY = "ArtifactReady"
 
 
-def clusters_requirement(match_labels: dict[str, str]) -> Selector:
-    return Selector("modelplane.ai/v1alpha1", "InferenceCluster", match_labels=dict(match_labels))
-
-
-def replicas_requirement(namespace: str, name: str) -> Selector:
-    """The ModelReplicas mounting this cache: the ModelDeployment labels them with it."""
-    return Selector(
-        "modelplane.ai/v1alpha1",
-        "ModelReplica",
-        match_labels={CACHE_LABEL: name},
-        namespace=namespace,
-    )
-
-
-def compose_cache(
-    composite: JSON,
-    observed: dict[str, JSON],
-    clusters: list[JSON] | None,
-    replicas: list[JSON] | None = None,
-) -> Outcome:
-    """The outcome for one ModelCache given its observed Objects, the resolved clusters and
-    the replicas mounting it (None: not resolved yet)."""
+def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.Required) -> Outcome:
+    """The outcome for one ModelCache given its observed Objects and the objects its
+    requirements resolved to (``required(key)``: None while not resolved yet)."""
     metadata = composite.get("metadata") or {}
     namespace, name = metadata.get("namespace") or "default", metadata.get("name", "")
     outcome = Outcome()
@@ -65,12 +51,20 @@ def compose_cache(
         outcome.event("Warning", message, reason="ReservedNamespace")
         outcome.composite_ready = False
         return outcome
-    match_labels = dict((spec.clusterSelector.matchLabels or {}) if spec.clusterSelector else {})
-    outcome.requirements = {
-        CLUSTERS: clusters_requirement(match_labels),
-        REPLICAS: replicas_requirement(namespace, name),
-    }
-    if clusters is None:
+    # No selector (or one without matchLabels): stage where replicas mounting it are placed.
+    # An explicit empty matchLabels selects every cluster.
+    on_demand = spec.clusterSelector is None or spec.clusterSelector.matchLabels is None
+    match_labels = {} if on_demand else dict(spec.clusterSelector.matchLabels or {})
+    staged = slots.observed_clusters(observed)
+    outcome.requirements = inputs.requirements(
+        namespace,
+        name,
+        None if on_demand else match_labels,
+        staged,
+        inputs.missing(required, staged),
+    )
+    fleet = inputs.read(required, staged)
+    if fleet is None:
         # Not resolved yet: Crossplane resolves it and calls again. Keep everything meanwhile.
         outcome.resources.update(hold_observed(observed))
         return outcome
@@ -86,11 +80,17 @@ def compose_cache(
     # A matching cluster whose provider config cannot be read is unknown, not unreachable: it
     # counts only where its PVC already exists, and that PVC is kept exactly as observed.
     remote = remote_namespace(namespace)
-    users = slots.CacheUsers(replicas)
+    replicas, unknown = inputs.users_of(fleet, namespace, name)
+    users = slots.CacheUsers(replicas, frozenset(unknown))
+    chosen = set(fleet.selected)
+    if on_demand:
+        # Once staged, a cluster keeps its weights while it exists (design/cache-staging.md).
+        chosen |= staged & fleet.summaries.keys()
+    views = [cs.cluster_view(fleet.summaries[c], {}) for c in sorted(chosen)]
     matched = [
         c
-        for c in staging.matched_clusters(clusters, match_labels)
-        if c.provider_config or c.name in slots.observed_clusters(observed)
+        for c in staging.matched_clusters(views, match_labels)
+        if c.provider_config or c.name in staged
     ]
     previous = tolerant.status(composite)
     was_ready = staging.previously_ready(previous)
@@ -153,13 +153,15 @@ def compose_cache(
                 job_key, validated(Object, wrapped_job), ready=staging.object_ready(observed_job)
             )
 
-    statuses.extend(_keep_unmatched(outcome, observed, {c.name for c in matched}, users))
+    statuses.extend(
+        _keep_unmatched(outcome, observed, {c.name for c in matched}, users, fleet.unknown)
+    )
     ready_count = phases.count("Ready")
     outcome.composite_status = {
         "summary": {"ready": f"{ready_count}/{len(matched)}"},
         "clusters": statuses,
     }
-    _conditions(outcome, phases)
+    _conditions(outcome, phases, on_demand=on_demand)
     _events(
         outcome,
         composite=composite,
@@ -171,10 +173,15 @@ def compose_cache(
     return outcome
 
 
-def _conditions(outcome: Outcome, phases: list[str]) -> None:
+def _conditions(outcome: Outcome, phases: list[str], *, on_demand: bool) -> None:
     total, ready = len(phases), phases.count("Ready")
     if total == 0:
-        message = "no InferenceCluster matches spec.clusterSelector and has a provider config"
+        message = (
+            "no replica mounting this cache is placed on a cluster with a provider config yet; "
+            "without spec.clusterSelector it is staged where they are placed"
+            if on_demand
+            else "no InferenceCluster matches spec.clusterSelector and has a provider config"
+        )
         outcome.condition(CLUSTERS_MATCHED, False, "NoClusters", message)
         outcome.condition(ARTIFACT_READY, False, "NoClusters", message)
         # Nothing is composed, so Crossplane would otherwise derive Ready=True (IC-4).
@@ -231,9 +238,9 @@ def _keep_legacy(
     if not slots.is_legacy(observed.get(legacy_pvc), remote):
         return
     legacy_users = users.legacy_on(cluster, remote)
-    if users.unresolved() or legacy_users:
+    if not users.known(cluster) or legacy_users:
         _hold_slot(outcome, observed, (legacy_pvc, objects.job_key(cluster)))
-        who = ", ".join(legacy_users) or "replicas not resolved yet"
+        who = ", ".join(legacy_users) or "replicas there not known"
         note = (
             f"staging into namespace {remote}; the PVC in namespace "
             f"{slots.manifest_namespace(observed[legacy_pvc])} stays while it is mounted ({who})"
@@ -242,14 +249,20 @@ def _keep_legacy(
 
 
 def _keep_unmatched(
-    outcome: Outcome, observed: dict[str, JSON], matched: set[str], users: slots.CacheUsers
+    outcome: Outcome,
+    observed: dict[str, JSON],
+    matched: set[str],
+    users: slots.CacheUsers,
+    unknown: dict[str, str],
 ) -> list[JSON]:
     """A cluster the selector no longer matches keeps its PVC while replicas run there (D12):
-    the ModelDeployment moves them make-before-break, then the weights go."""
+    the ModelDeployment moves them make-before-break, then the weights go. A staged cluster
+    whose summary is missing or unreadable (``unknown``: why) keeps everything as observed.
+    A deleted cluster (no InferenceCluster) has no users: its objects go."""
     entries = []
     for cluster in sorted(slots.observed_clusters(observed) - matched):
         running = users.on(cluster)
-        if not (users.unresolved() or running):
+        if users.known(cluster) and not running:
             continue  # nothing mounts it: dropping it deletes the weights, as intended
         keys = tuple(
             key
@@ -262,15 +275,20 @@ def _keep_unmatched(
         _hold_slot(outcome, observed, keys)
         current = next(k for k in keys if k in observed and "pvc" in k)
         phase = staging.derive_phase(observed.get(current), None, True)
-        who = ", ".join(running) or "replicas not resolved yet"
-        entries.append(
-            {
-                "name": cluster,
-                "phase": phase.phase,
-                "message": (
-                    "spec.clusterSelector no longer matches this cluster; the PVC stays while "
-                    f"replicas still mount it ({who})"
-                ),
-            }
-        )
+        if cluster in unknown:
+            message = (
+                f"{unknown[cluster]}: who mounts the cache there is not known, so its PVC and "
+                "Job are kept as they are"
+            )
+        elif not users.known(cluster):
+            message = (
+                "the cluster's capacity summary does not list this cache's replicas readably; "
+                "its PVC and Job are kept as they are"
+            )
+        else:
+            message = (
+                "spec.clusterSelector no longer matches this cluster; the PVC stays while "
+                f"replicas still mount it ({', '.join(running)})"
+            )
+        entries.append({"name": cluster, "phase": phase.phase, "message": message})
     return entries

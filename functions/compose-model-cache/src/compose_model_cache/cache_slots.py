@@ -6,7 +6,9 @@ Two kinds of object outlive the rule "one PVC per matched cluster, in the tenant
   ``moved`` keys) and lets the old one go once no replica on that cluster needs it;
 - the PVC on a cluster the cache's ``clusterSelector`` no longer matches, while replicas using
   the cache still run there: the ModelDeployment drains them make-before-break (D12), and
-  the weights stay until they are gone.
+  the weights stay until they are gone;
+- the PVC on a staged cluster whose capacity summary (where the cache learns who mounts it)
+  is missing or unreadable: the users there are unknown, so everything there is held.
 """
 
 from __future__ import annotations
@@ -22,28 +24,24 @@ from compose_model_cache import cache_objects as objects
 
 @dataclasses.dataclass(frozen=True)
 class CacheUsers:
-    """The ModelReplicas mounting the cache, by cluster; None while not resolved (unknown)."""
+    """The replicas mounting the cache, by cluster, as the clusters' capacity summaries list
+    them: (name, ``status.remoteNamespace`` or ""). A cluster in ``unknown`` has no readable
+    list (its summary is missing or malformed): what is there is held, never dropped."""
 
-    replicas: Sequence[Mapping] | None
+    replicas: Mapping[str, Sequence[tuple[str, str]]]
+    unknown: frozenset[str] = frozenset()
 
     def on(self, cluster: str) -> list[str]:
-        return sorted(
-            tolerant.name_of(r) or "?"
-            for r in self.replicas or []
-            if tolerant.text(r, "spec", "clusterName") == cluster
-        )
+        return sorted(name or "?" for name, _ in self.replicas.get(cluster, ()))
 
-    def unresolved(self) -> bool:
-        return self.replicas is None
+    def known(self, cluster: str) -> bool:
+        return cluster not in self.unknown
 
     def legacy_on(self, cluster: str, namespace: str) -> list[str]:
         """Replicas on ``cluster`` not (known to be) in the tenant's own remote namespace:
         a replica that does not say where it runs may still mount the shared PVC."""
         return sorted(
-            tolerant.name_of(r) or "?"
-            for r in self.replicas or []
-            if tolerant.text(r, "spec", "clusterName") == cluster
-            and tolerant.text(r, "status", "remoteNamespace") != namespace
+            name or "?" for name, remote in self.replicas.get(cluster, ()) if remote != namespace
         )
 
 

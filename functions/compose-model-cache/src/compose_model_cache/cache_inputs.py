@@ -1,0 +1,156 @@
+"""What compose-model-cache reads of the fleet: capacity summaries, not InferenceClusters and
+ModelReplicas (issue 23; design/cache-staging.md).
+
+A cache requires, all ConfigMaps in ``modelplane-system`` that compose-inference-cluster
+publishes (``modelplane_common.capacity_summary``):
+
+* ``clusters``: with a ``clusterSelector``, the summaries carrying its labels (the clusters
+  it stages on); without one, the summaries carrying the cache's own ``cache_label``: the
+  clusters where replicas mounting it are placed (it stages on demand);
+* ``staged.<cluster>``: by name, the summary of every cluster where it has a PVC, for the
+  replicas mounting it there (whose weights stay while they run) and, without a selector, to
+  keep staging there while the cluster exists;
+* ``cluster.<cluster>``: by name, the InferenceCluster of a staged cluster whose summary is
+  missing, to tell a deleted cluster (its weights go with it) from a summary not published
+  yet (unknown: everything there is held).
+
+Every read tolerates malformed input; what cannot be read is unknown, never "nothing there".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from modelplane_common import capacity_summary as cs
+from modelplane_common.function import Selector
+from modelplane_common.plain import JSON
+
+CLUSTERS = "clusters"
+_STAGED_PREFIX = "staged."
+_CLUSTER_PREFIX = "cluster."
+
+Required = Callable[[str], list[JSON] | None]
+
+
+def staged_key(cluster: str) -> str:
+    return f"{_STAGED_PREFIX}{cluster}"
+
+
+def cluster_key(cluster: str) -> str:
+    return f"{_CLUSTER_PREFIX}{cluster}"
+
+
+def _summary_selector(**match: Any) -> Selector:
+    return Selector("v1", "ConfigMap", namespace=cs.NAMESPACE, **match)
+
+
+def requirements(
+    namespace: str,
+    name: str,
+    match_labels: Mapping[str, str] | None,
+    staged: Iterable[str],
+    unsummarised: Iterable[str] = (),
+) -> dict[str, Selector]:
+    """``match_labels`` None: the cache has no clusterSelector (it stages on demand).
+    ``unsummarised``: staged clusters whose summary was not found (see ``missing``)."""
+    if match_labels is None:
+        labels = {cs.cache_label(namespace, name): "true"}
+    else:
+        labels = {str(k): str(v) for k, v in match_labels.items()}
+    wanted = {CLUSTERS: _summary_selector(match_labels=labels | {cs.SUMMARY_LABEL: "true"})}
+    for cluster in sorted(set(staged)):
+        wanted[staged_key(cluster)] = _summary_selector(match_name=cs.configmap_name(cluster))
+    for cluster in sorted(set(unsummarised)):
+        wanted[cluster_key(cluster)] = Selector(
+            "modelplane.ai/v1alpha1", "InferenceCluster", match_name=cluster
+        )
+    return wanted
+
+
+def missing(required: Required, staged: Iterable[str]) -> list[str]:
+    """Staged clusters whose summary the API server did not find."""
+    return sorted(c for c in set(staged) if required(staged_key(c)) == [])
+
+
+@dataclasses.dataclass
+class Fleet:
+    """The part of the fleet one reconcile read."""
+
+    # Clusters the ``clusters`` requirement found, with a readable summary, by name.
+    selected: list[str]
+    # Every readable summary, by cluster name.
+    summaries: dict[str, Mapping[str, Any]]
+    # Staged clusters whose summary is missing (while the cluster exists) or unreadable: why.
+    unknown: dict[str, str]
+    # Staged clusters whose InferenceCluster is gone.
+    deleted: set[str]
+
+
+def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
+    content = cs.parse(item if isinstance(item, Mapping) else {})
+    if cluster is not None and content["cluster"] != cluster:
+        raise cs.UnreadableSummaryError(f"it summarises cluster {content['cluster']!r}")
+    return content
+
+
+def read(required: Required, staged: Iterable[str]) -> Fleet | None:
+    """What the requirements returned, or None while any of them is not resolved yet."""
+    selected_items = required(CLUSTERS)
+    if selected_items is None:
+        return None
+    fleet = Fleet([], {}, {}, set())
+    for item in selected_items:
+        try:
+            content = _parse(item)
+        except cs.UnreadableSummaryError:
+            continue  # nothing can be staged there; a staged one is read by name below
+        if content["cluster"] not in fleet.summaries:
+            fleet.summaries[content["cluster"]] = content
+            fleet.selected.append(content["cluster"])
+    for cluster in sorted(set(staged)):
+        found = required(staged_key(cluster))
+        where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
+        if found is None:
+            return None
+        if not found:
+            exists = required(cluster_key(cluster))
+            if exists is None:
+                return None
+            if exists:
+                fleet.unknown[cluster] = f"{where} is missing"
+                fleet.summaries.pop(cluster, None)
+            else:
+                fleet.deleted.add(cluster)
+                fleet.summaries.pop(cluster, None)
+            continue
+        try:
+            fleet.summaries[cluster] = _parse(found[0], cluster)
+        except cs.UnreadableSummaryError as err:
+            fleet.unknown[cluster] = f"{where} cannot be read ({err})"
+            fleet.summaries.pop(cluster, None)
+    fleet.selected = [c for c in fleet.selected if c in fleet.summaries]
+    return fleet
+
+
+def users_of(
+    fleet: Fleet, namespace: str, name: str
+) -> tuple[dict[str, list[tuple[str, str]]], set[str]]:
+    """Per cluster read, the replicas mounting cache ``namespace/name`` there (name, remote
+    namespace), and the clusters whose list cannot be read (a summary from before caches were
+    summarised, or a malformed entry): their users are unknown."""
+    key = f"{namespace}/{name}"
+    users: dict[str, list[tuple[str, str]]] = {}
+    unknown = set(fleet.unknown)
+    for cluster, content in fleet.summaries.items():
+        caches = content.get("caches")
+        entries = caches.get(key, []) if isinstance(caches, Mapping) else None
+        if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e)
+            for e in entries
+        ):
+            unknown.add(cluster)
+            continue
+        users[cluster] = [(replica, remote) for replica, remote in entries]
+    return users, unknown

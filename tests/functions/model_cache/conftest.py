@@ -1,0 +1,6 @@
+"""Make this folder's helper module (mc_fleet) importable under importlib mode."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,208 @@
+"""Issue 23 through real gRPC: a ModelCache reads capacity summaries, not every
+InferenceCluster and ModelReplica, and without a clusterSelector stages on demand, where
+replicas mounting it are placed; staged weights stay while their cluster exists, and a missing
+or unreadable summary never deletes them (design/cache-staging.md)."""
+
+from __future__ import annotations
+
+import copy
+
+import mc_fleet
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common import capacity_summary as cs
+from modelplane_common.plain import to_plain
+
+NS = "ml-team"
+CACHE = "llama-70b"
+
+
+def cache(selector: dict | None = None) -> dict:
+    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
+    if selector is not None:
+        spec["clusterSelector"] = {"matchLabels": selector}
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": CACHE, "namespace": NS},
+        "spec": spec,
+    }
+
+
+def cluster(name: str, source: str = "Existing") -> dict:
+    block = {"Existing": {"secretRef": {"name": "k"}}, "EKS": {"region": "us-east-1"}}[source]
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": {"modelplane.ai/tier": "frontier"}},
+        "spec": {"cluster": {"source": source, source.lower(): block}},
+        "status": {"providerConfigRef": {"name": f"{name}-pc"}},
+    }
+
+
+GKE, EKS, ONPREM = cluster("gke-us-central"), cluster("eks-us-east", "EKS"), cluster("onprem")
+FLEET = [GKE, EKS, ONPREM]
+
+
+def replica(name: str, on: str, cache_name: str = CACHE, ns: str = NS) -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {"modelplane.ai/modelcache": cache_name},
+        },
+        "spec": {"clusterName": on},
+        "status": {"remoteNamespace": ns},
+    }
+
+
+def desired(rsp) -> dict[str, dict]:
+    return {k: to_plain(r.resource) for k, r in rsp.desired.resources.items()}
+
+
+def status(rsp) -> dict:
+    return to_plain(rsp.desired.composite.resource)["status"]
+
+
+def observe(objects: dict[str, dict]) -> dict[str, dict]:
+    """The Objects as observed once provider-kubernetes bound the PVCs."""
+    observed = {}
+    for key, body in objects.items():
+        seen = copy.deepcopy(body)
+        remote = copy.deepcopy(body["spec"]["forProvider"]["manifest"])
+        if key.startswith("pvc-"):
+            remote["status"] = {"phase": "Bound"}
+        seen["status"] = {
+            "atProvider": {"manifest": remote},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        observed[key] = seen
+    return observed
+
+
+def staged_on_eks() -> dict[str, dict]:
+    """The cache staged on eks-us-east, where a replica mounting it runs."""
+    return observe(
+        desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET, [replica("r0", "eks-us-east")])))
+    )
+
+
+def test_without_a_selector_the_first_call_asks_only_for_the_clusters_it_is_mounted_on():
+    rsp = mc_fleet.run(cache(), None)
+    assert dict(rsp.desired.resources) == {}
+    assert set(rsp.requirements.resources) == {"clusters"}
+    wanted = rsp.requirements.resources["clusters"]
+    assert (wanted.api_version, wanted.kind, wanted.namespace) == (
+        "v1",
+        "ConfigMap",
+        "modelplane-system",
+    )
+    assert dict(wanted.match_labels.labels) == {
+        cs.cache_label(NS, CACHE): "true",
+        "modelplane.ai/capacity-summary": "true",
+    }
+
+
+def test_without_a_selector_it_stages_only_where_a_replica_mounting_it_runs():
+    users = [
+        replica("r0", "eks-us-east"),
+        # Not this cache: another cache on gke, and the same cache name in another namespace.
+        replica("other", "gke-us-central", cache_name="qwen"),
+        replica("theirs", "onprem", ns="team-b"),
+    ]
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, users))
+    assert sorted(desired(rsp)) == ["hydrate-eks-us-east", "pvc-eks-us-east"]
+    pvc = desired(rsp)["pvc-eks-us-east"]["spec"]["forProvider"]["manifest"]
+    # The cluster's storage class comes from its summary (EKS: EFS).
+    assert pvc["spec"]["storageClassName"] == "modelplane-rwx-efs"
+    assert desired(rsp)["pvc-eks-us-east"]["spec"]["providerConfigRef"]["name"] == "eks-us-east-pc"
+    assert status(rsp) == {
+        "summary": {"ready": "0/1"},
+        "clusters": [{"name": "eks-us-east", "phase": "Pending"}],
+    }
+    # Not one InferenceCluster or ModelReplica is read.
+    assert {r.kind for r in rsp.requirements.resources.values()} == {"ConfigMap"}
+
+
+def test_without_a_selector_and_no_replica_placed_nothing_is_staged_and_it_says_why():
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, [replica("x", "onprem", cache_name="q")]))
+    assert desired(rsp) == {}
+    (artifact,) = [c for c in rsp.conditions if c.type == "ArtifactReady"]
+    assert artifact.reason == "NoClusters"
+    assert "without spec.clusterSelector it is staged where they are placed" in artifact.message
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+
+
+def test_a_staged_cluster_keeps_its_weights_after_its_replicas_leave_while_it_exists():
+    observed = staged_on_eks()
+    # The replica moved to onprem: onprem is staged too, eks keeps its PVC (not its Job).
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, [replica("r1", "onprem")]), observed)
+    objects = desired(rsp)
+    assert objects["pvc-eks-us-east"]["spec"] == observed["pvc-eks-us-east"]["spec"]
+    assert {"pvc-onprem", "hydrate-onprem"} <= set(objects)
+    assert not any(k.endswith("gke-us-central") for k in objects)
+    # Its summary was read by name: it no longer carries the cache's label.
+    wanted = rsp.requirements.resources["staged.eks-us-east"]
+    assert (wanted.kind, wanted.namespace, wanted.match_name) == (
+        "ConfigMap",
+        "modelplane-system",
+        "capacity-eks-us-east",
+    )
+    assert [c["name"] for c in status(rsp)["clusters"]] == ["eks-us-east", "onprem"]
+
+
+def test_a_deleted_staged_cluster_loses_its_objects():
+    observed = staged_on_eks()
+    gone = [GKE, ONPREM]  # eks-us-east and (with it) its summary are deleted
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(gone), observed)
+    assert desired(rsp) == {}
+    # The InferenceCluster was asked for by name because the summary was missing.
+    wanted = rsp.requirements.resources["cluster.eks-us-east"]
+    assert (wanted.kind, wanted.match_name) == ("InferenceCluster", "eks-us-east")
+
+
+def test_a_staged_cluster_whose_summary_is_missing_or_unreadable_is_held():
+    observed = staged_on_eks()
+    for broken in ({"unsummarised": ["eks-us-east"]}, {"unreadable": ["eks-us-east"]}):
+        for xr in (cache(), cache(selector={"modelplane.ai/tier": "frontier"})):
+            rsp = mc_fleet.run(xr, mc_fleet.fleet(FLEET, **broken), observed)
+            objects = desired(rsp)
+            # eks's PVC and Job are kept exactly as observed (with the selector, the other
+            # frontier clusters are staged besides).
+            for key, body in observed.items():
+                assert objects[key]["spec"] == body["spec"], (broken, xr["spec"])
+            (entry,) = [c for c in status(rsp)["clusters"] if c["name"] == "eks-us-east"]
+            assert "capacity-eks-us-east" in entry["message"]
+            assert "kept as they are" in entry["message"]
+            assert entry["phase"] == "Ready"  # its replicas' pods may still start there
+
+
+def test_malformed_cache_users_in_a_summary_hold_an_unmatched_clusters_pvc():
+    observed = staged_on_eks()
+    objects = mc_fleet.fleet(FLEET)
+    for body in objects:
+        if body["kind"] == "ConfigMap" and body["metadata"]["name"] == "capacity-eks-us-east":
+            body["data"][cs.DATA_KEY] = body["data"][cs.DATA_KEY].replace(
+                '"caches":{}', f'"caches":{{"{NS}/{CACHE}":"oops"}}'
+            )
+    # A selector that no longer matches eks: its PVC stays only while replicas mount it,
+    # and the summary cannot say whether they do.
+    rsp = mc_fleet.run(cache(selector={"zone": "nowhere"}), objects, observed)
+    assert desired(rsp)["pvc-eks-us-east"]["spec"] == observed["pvc-eks-us-east"]["spec"]
+    # Readable and empty: the weights go (the selector's intent).
+    rsp = mc_fleet.run(cache(selector={"zone": "nowhere"}), mc_fleet.fleet(FLEET), observed)
+    assert desired(rsp) == {}
+
+
+def test_a_staged_clusters_summary_not_resolved_yet_holds_everything():
+    observed = staged_on_eks()
+    req = mc_fleet.request(cache(), observed)
+    # Crossplane resolved "clusters" (nothing carries the label any more) but not yet the
+    # staged cluster's summary by name.
+    req.required_resources["clusters"].SetInParent()
+    rsp = mc_fleet.call(req)
+    assert set(desired(rsp)) == set(observed)
+    assert "staged.eks-us-east" in rsp.requirements.resources
+    # Nothing resolved at all: the same.
+    assert set(desired(mc_fleet.run(cache(), None, observed))) == set(observed)
