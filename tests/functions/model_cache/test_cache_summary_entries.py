@@ -1,0 +1,73 @@
+"""What a capacity summary tells compose-model-cache: the replicas mounting each cache, a label
+per cache on the ConfigMap, and the cluster's cache storage class, and nothing else of its
+spec.cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from compose_model_cache import staging
+from modelplane_common import capacity_summary as cs
+
+
+def replica(name: str, ns: str, cache: str | None, remote: str | None = None) -> dict:
+    labels = {"modelplane.ai/deployment": "d", "modelplane.ai/replica-index": "0"}
+    if cache:
+        labels["modelplane.ai/modelcache"] = cache
+    body: dict = {
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"clusterName": "c"},
+    }
+    if remote:
+        body["status"] = {"remoteNamespace": remote}
+    return body
+
+
+CLUSTER = {
+    "metadata": {"name": "c", "labels": {"tier": "demo"}},
+    "spec": {
+        "cluster": {
+            "source": "Existing",
+            "existing": {
+                "secretRef": {"name": "c-kubeconfig"},
+                "cache": {"storageClassName": "trident-rwx"},
+            },
+        }
+    },
+}
+
+
+def test_caches_list_the_replicas_mounting_each_cache_in_any_order():
+    replicas = [
+        replica("b", "ml-team", "qwen", "ml-team"),
+        replica("a", "ml-team", "qwen"),
+        replica("x", "team-b", "qwen", "team-b"),
+        replica("plain", "ml-team", None),
+    ]
+    content = cs.summary(CLUSTER, {}, replicas)
+    assert content["caches"] == {
+        "ml-team/qwen": [["a", ""], ["b", "ml-team"]],
+        "team-b/qwen": [["x", "team-b"]],
+    }
+    again = cs.summary(CLUSTER, {}, list(reversed(replicas)))
+    assert json.dumps(again, sort_keys=True) == json.dumps(content, sort_keys=True)
+    labels = cs.configmap("c", {"tier": "demo"}, content)["metadata"]["labels"]
+    digest = hashlib.sha256(b"ml-team/qwen").hexdigest()[:16]
+    assert labels[f"modelplane.ai/cache-{digest}"] == "true"
+    assert labels[cs.cache_label("team-b", "qwen")] == "true"
+    assert len([k for k in labels if k.startswith("modelplane.ai/cache-")]) == 2
+    assert labels["tier"] == "demo"
+
+
+def test_the_summary_keeps_only_the_source_and_its_cache_override():
+    content = cs.summary(CLUSTER, {}, [])
+    assert content["spec"]["cluster"] == {
+        "source": "Existing",
+        "existing": {"cache": {"storageClassName": "trident-rwx"}},
+    }  # no secretRef: a summary is read fleet-wide
+    assert staging.storage_class(cs.cluster_view(content, {})) == "trident-rwx"
+    eks = {"metadata": {"name": "e"}, "spec": {"cluster": {"source": "EKS", "eks": {}}}}
+    view = cs.cluster_view(cs.summary(eks, {}, []), {})
+    assert view["spec"]["cluster"] == {"source": "EKS"}
+    assert staging.storage_class(view) == "modelplane-rwx-efs"
