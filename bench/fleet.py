@@ -353,7 +353,7 @@ def deployment(name: str, namespace: str, spec: JSON) -> JSON:
 
 
 def model_cache(namespace: str, clusters: list[str]) -> JSON:
-    """The team's ModelCache, staged (Ready) on every cluster."""
+    """The team's ModelCache (no clusterSelector), staged (Ready) on ``clusters``."""
     return {
         "apiVersion": API,
         "kind": "ModelCache",
@@ -552,7 +552,6 @@ def build(
     names_ = [cluster_name(i) for i in range(clusters)]
     measured = names_[measured_cluster]
     objects: list[JSON] = [*inference_classes(), *fleet_clusters]
-    objects += [model_cache(ns, names_) for ns in NAMESPACES]
     count = 0
     on_measured: list[JSON] = []
     for d in range(deployments):
@@ -570,8 +569,15 @@ def build(
                 on_measured.append(replica)
                 objects.extend(replica_objects(shape, replica))
         objects.append(_route(namespace, dep, backends))
+    # Without a clusterSelector a cache is staged where replicas mounting it run (on demand).
+    staged: dict[str, set[str]] = {}
+    for obj in objects:
+        if obj["kind"] == "ModelReplica":
+            staged.setdefault(obj["metadata"]["namespace"], set()).add(obj["spec"]["clusterName"])
+    objects += [model_cache(ns, sorted(staged.get(ns, ()))) for ns in NAMESPACES]
     for namespace in NAMESPACES:
-        objects.extend(cache_objects(measured, namespace))
+        if measured in staged.get(namespace, ()):
+            objects.extend(cache_objects(measured, namespace))
     objects.extend(capacity_summaries(fleet_clusters, objects))
     xrs = {
         "compose-model-deployment": deployment(

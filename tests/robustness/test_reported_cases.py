@@ -13,6 +13,7 @@ it: what the earlier step carries over from the damaged observed state reaches i
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -47,15 +48,22 @@ def _rebuilt(base: Base, edit: Edit) -> fnv1.RunFunctionRequest:
     return req
 
 
-def _devices(cluster: JSON) -> list[JSON]:
-    return [d for pool in cluster["status"]["gpuPools"] for d in pool["devices"]]
+def _devices(obj: JSON) -> list[JSON]:
+    """The devices an InferenceCluster publishes, or an InferenceClass declares (what the
+    scheduler joins with a capacity summary's pool)."""
+    if obj.get("kind") == "InferenceClass":
+        return obj["spec"]["devices"]
+    if obj.get("kind") == IC:
+        return [d for pool in obj["status"]["gpuPools"] for d in pool["devices"]]
+    return []
 
 
 def _each_device(change: Callable[[JSON], None]) -> Edit:
     def edit(_xr: JSON, _observed: dict, required: dict) -> None:
-        for cluster in required["clusters"]:
-            for device in _devices(cluster):
-                change(device)
+        devices = [d for objs in required.values() for o in objs for d in _devices(o)]
+        assert devices, "the request carries no devices to damage"
+        for device in devices:
+            change(device)
 
     return edit
 
@@ -371,10 +379,17 @@ def test_ready_false_still_withdraws_the_endpoint(servers, fuzz_bases):
     assert not any(k.startswith("endpoint-") for k in desired)
 
 
+def _summary_without_status(configmap: JSON) -> None:
+    """A capacity summary that lost what the cluster's status gave it (as after a restore)."""
+    content = json.loads(configmap["data"]["summary.json"])
+    content.pop("status", None)
+    configmap["data"]["summary.json"] = json.dumps(content)
+
+
 def test_cache_names_the_unreadable_provider_config(servers, fuzz_bases):
     stub = servers("compose-model-cache")
     (base,) = [b for b in fuzz_bases["compose-model-cache"] if b.name.endswith("/kimi-k2")]
-    rsp = stub.RunFunction(_rebuilt(base, _each("InferenceCluster", _drop("status"))), timeout=60)
+    rsp = stub.RunFunction(_rebuilt(base, _each("ConfigMap", _summary_without_status)), timeout=60)
     (entry,) = to_plain(rsp.desired.composite.resource)["status"]["clusters"]
     assert entry["phase"] == "Ready"
     assert entry["message"] == (

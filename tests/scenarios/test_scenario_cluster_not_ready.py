@@ -108,6 +108,7 @@ def test_cluster_not_ready_keeps_replicas_withholds_endpoints_and_says_why(fleet
         f"ModelDeployment/{NAMESPACE}/qwen3-8b",
         f"ModelDeployment/{NAMESPACE}/embed",
         label(fleet.composed_by(service)[0]),
+        "ConfigMap/modelplane-system/capacity-gke-us",  # its capacity summary: not Ready
     }
     assert not change.touched & (
         family(fleet, find(fleet, "ModelCache", "qwen3-8b"))

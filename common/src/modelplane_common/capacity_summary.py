@@ -124,7 +124,15 @@ def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) 
             for p in pools
             if isinstance(p, dict)
         ]
-    conditions = [c for t in _CONDITIONS if (c := condition(cluster, t)) is not None]
+    # Type and status (and when not True, since when: the failover clock); not the reason,
+    # message or time of a True one, whose every rewrite would rewrite the summary.
+    conditions = [
+        {k: c[k] for k in ("type", "status", "lastTransitionTime") if k in c}
+        if c.get("status") != "True"
+        else {"type": c.get("type"), "status": "True"}
+        for t in _CONDITIONS
+        if (c := condition(cluster, t)) is not None
+    ]
     if conditions:
         published["conditions"] = conditions
     kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}

@@ -197,8 +197,10 @@ def test_summary_lists_the_clusters_replicas_pools_and_ready_condition():
         for field in ("nodes", "maxNodes"):
             assert pool.get(field) == published[pool["name"]].get(field), (pool, field)
     assert content["spec"]["nodePools"] == [{"name": "l4"}, {"name": "h100"}]
-    # The cluster's Ready condition as observed; conditions the scheduler ignores are left out.
-    assert content["status"]["conditions"] == [READY]
+    # The cluster's Ready condition, type and status only while True (a new reason, message or
+    # transition time does not rewrite the summary); conditions the scheduler ignores are left
+    # out.
+    assert content["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
 
     # Every replica pinned to the cluster, as the scheduler reads it back.
     views = {r["metadata"]["name"]: r for r in cs.replica_views(content)}
@@ -291,3 +293,23 @@ def test_scheduler_sees_exactly_the_devices_the_cluster_publishes_for_each_pool(
     view = cs.cluster_view(cs.parse(summary_configmap(rsp)), devices)
     assert view["status"]["gpuPools"] == published
     assert view["metadata"]["labels"]["region"] == "us-central1"
+
+
+def test_a_not_ready_cluster_keeps_since_when_in_its_summary():
+    """The failover clock of a candidate cluster starts at Ready=False's transition."""
+    xr = gke_cluster()
+    since = "2026-11-27T10:00:00Z"
+    xr["status"] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "Unavailable",
+                "lastTransitionTime": since,
+            }
+        ]
+    }
+    content = cs.parse(summary_configmap(run(xr, required([]))))
+    assert content["status"]["conditions"] == [
+        {"type": "Ready", "status": "False", "lastTransitionTime": since}
+    ]

@@ -95,21 +95,34 @@ def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
     return content
 
 
+def _summarised_cluster(item: Any, staged: Iterable[str]) -> str | None:
+    """The staged cluster an unreadable summary ConfigMap is named for, if any."""
+    name = (item.get("metadata") or {}).get("name") if isinstance(item, Mapping) else None
+    return next((c for c in staged if cs.configmap_name(c) == name), None)
+
+
 def read(required: Required, staged: Iterable[str]) -> Fleet | None:
     """What the requirements returned, or None while any of them is not resolved yet."""
     selected_items = required(CLUSTERS)
     if selected_items is None:
         return None
     fleet = Fleet([], {}, {}, set())
+    staged = sorted(set(staged))
     for item in selected_items:
         try:
             content = _parse(item)
-        except cs.UnreadableSummaryError:
-            continue  # nothing can be staged there; a staged one is read by name below
+        except cs.UnreadableSummaryError as err:
+            # Nothing new is staged there. Whether it still matches is unknown: a staged
+            # cluster it names keeps everything as observed.
+            cluster = _summarised_cluster(item, staged)
+            if cluster is not None:
+                where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
+                fleet.unknown[cluster] = f"{where} cannot be read ({err})"
+            continue
         if content["cluster"] not in fleet.summaries:
             fleet.summaries[content["cluster"]] = content
             fleet.selected.append(content["cluster"])
-    for cluster in sorted(set(staged)):
+    for cluster in staged:
         found = required(staged_key(cluster))
         where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
         if found is None:
@@ -124,6 +137,8 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
             else:
                 fleet.deleted.add(cluster)
                 fleet.summaries.pop(cluster, None)
+            continue
+        if cluster in fleet.unknown:
             continue
         try:
             fleet.summaries[cluster] = _parse(found[0], cluster)

@@ -286,9 +286,18 @@ class FleetLedger:
         if built is None:
             published = self._clusters[cluster].pools
             built = {name: PoolLedger(pool) for name, pool in published.items()}
+            # Replicas of one shape share their engines (a capacity summary stores each shape
+            # once): their pods are computed once. Keyed by identity, valid while they live.
+            shapes: dict[int, dict[str, list[Pod]]] = {}
             for replica in [*self._running.get(cluster, ()), *self._others(cluster)]:
                 key, yields = replica_key(replica), self._yields(replica)
-                for pool, pods in observed_pods(replica.claims(), published).items():
+                engines = (replica.body.get("spec") or {}).get("engines")
+                pods_by_pool = shapes.get(id(engines))
+                if pods_by_pool is None:
+                    pods_by_pool = observed_pods(replica.claims(), published)
+                    if isinstance(engines, list):
+                        shapes[id(engines)] = pods_by_pool
+                for pool, pods in pods_by_pool.items():
                     built[pool].add(key, pods, yields)
             self._built[cluster] = built
         return built
