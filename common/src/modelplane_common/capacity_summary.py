@@ -61,7 +61,7 @@ _MAX_NAME = 253
 
 def configmap_name(cluster: str) -> str:
     name = f"capacity-{cluster}"
-    return name if len(name) <= _MAX_NAME else child_name("capacity", cluster[:200])
+    return name if len(name) <= _MAX_NAME else child_name("capacity", cluster)
 
 
 def shard_of(cluster: str) -> int:
@@ -104,9 +104,16 @@ def _claims(engines: Any) -> list[JSON]:
     return out
 
 
-def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) -> JSON:
+def summary(
+    cluster: JSON,
+    status: Mapping[str, Any],
+    replicas: Iterable[JSON],
+    *,
+    ready: bool | None = None,
+) -> JSON:
     """The summary of ``cluster`` (the observed XR: labels, spec, conditions) given the status
-    this reconcile publishes and the ModelReplicas pinned to it."""
+    this reconcile publishes and the ModelReplicas pinned to it. ``ready=False``: the cluster
+    is held this reconcile, so Ready is False whatever the XR said last."""
     spec = tolerant.mapping(cluster, "spec") or {}
     classes = {
         tolerant.text(p, "name"): tolerant.text(p, "className")
@@ -133,6 +140,12 @@ def summary(cluster: JSON, status: Mapping[str, Any], replicas: Iterable[JSON]) 
         for t in _CONDITIONS
         if (c := condition(cluster, t)) is not None
     ]
+    if ready is False:
+        previous = condition(cluster, "Ready") or {}
+        held = {"type": "Ready", "status": "False"}
+        if previous.get("status") == "False" and previous.get("lastTransitionTime"):
+            held["lastTransitionTime"] = previous["lastTransitionTime"]
+        conditions = [held, *(c for c in conditions if c.get("type") != "Ready")]
     if conditions:
         published["conditions"] = conditions
     kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}

@@ -313,3 +313,24 @@ def test_a_not_ready_cluster_keeps_since_when_in_its_summary():
     assert content["status"]["conditions"] == [
         {"type": "Ready", "status": "False", "lastTransitionTime": since}
     ]
+
+
+def test_a_held_cluster_publishes_a_not_ready_summary_of_its_current_replicas():
+    """A cluster held (here: a spec the schema would reject) takes nothing new: its summary
+    says so and keeps counting what lands on it, instead of offering stale capacity."""
+    xr = gke_cluster()
+    observed = {KEY: observe(summary_configmap(run(xr, required([CHAT_0]))), {})}
+    broken = copy.deepcopy(xr)
+    broken["spec"]["nodePools"][0]["nodeCount"] = "lots"
+    content = cs.parse(summary_configmap(run(broken, required(REPLICAS), observed)))
+    assert content["status"]["conditions"] == [{"type": "Ready", "status": "False"}]
+    assert sorted(r["metadata"]["name"] for r in cs.replica_views(content)) == [
+        "chat-0", "chat-1", "embed-0"
+    ]  # fmt: skip
+
+
+def test_configmap_names_of_long_cluster_names_do_not_collide():
+    shared = "c" * 240
+    first, second = cs.configmap_name(shared + "-one"), cs.configmap_name(shared + "-two")
+    assert first != second
+    assert max(len(first), len(second)) <= 253

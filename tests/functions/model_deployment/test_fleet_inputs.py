@@ -8,11 +8,15 @@ clusters were read or a replica found no place, within a byte budget.
 
 from __future__ import annotations
 
+import json
+
 import md_fleet as f
 import pytest
 from compose_model_deployment import fleet_inputs
 from compose_model_deployment.fn import ModelDeploymentFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from modelplane.pipeline import ResourcePool, run_with_requirements
 from modelplane_common import capacity_summary as cs
 from modelplane_common.plain import JSON, to_struct
@@ -94,7 +98,7 @@ def test_a_small_fleet_is_read_whole_in_three_rounds():
 @pytest.fixture
 def small_budget(monkeypatch):
     """A fleet too large to read whole: 64 shards' summaries exceed the byte budget."""
-    monkeypatch.setattr(fleet_inputs, "BYTE_BUDGET", 40_000)
+    monkeypatch.setattr(fleet_inputs, "BYTE_BUDGET", 100_000)
     monkeypatch.setattr(fleet_inputs, "MIN_CANDIDATES", 8)
 
 
@@ -163,3 +167,50 @@ def test_an_unreadable_summary_is_named_and_holds():
     status, _, message = conditions(rsp)["ReplicasScheduled"]
     assert status == "False"
     assert "capacity summary ConfigMap modelplane-system/capacity-a unreadable" in message
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 200_000), min_size=cs.SHARDS, max_size=cs.SHARDS),
+    counts=st.lists(st.integers(0, 300), min_size=cs.SHARDS, max_size=cs.SHARDS),
+    # Whether a replica finds no place depends on what was read: one answer per scope.
+    short=st.fixed_dictionaries({n: st.booleans() for n in fleet_inputs.WIDENING}),
+    first=st.integers(0, cs.SHARDS - 1),
+)
+def test_requirement_rounds_settle_within_crossplanes_limit(sizes, counts, short, first):
+    """Whatever the shards hold and whether replicas fit, the scope read settles (the same twice)
+    by the sixth call, as Crossplane's requirement loop demands, and only ever widens."""
+    scope = fleet_inputs.next_scope(None, first, short=False)
+    scopes = [scope]
+    for _ in range(5):
+        shards = [(first + i) % cs.SHARDS for i in range(scope.shards)]
+        fleet = fleet_inputs.Fleet(
+            scope,
+            [],
+            [],
+            candidates=sum(counts[s] for s in shards),
+            candidate_bytes=sum(sizes[s] for s in shards),
+        )
+        scope = fleet_inputs.next_scope(fleet, first, short=short[scope.shards])
+        scopes.append(scope)
+    assert scopes[-1] == scopes[-2]
+    assert [s.shards for s in scopes] == sorted(s.shards for s in scopes)
+    assert len({s.shards for s in scopes}) <= 4
+
+
+def test_a_replica_of_ours_only_a_lagging_summary_lists_is_charged_never_composed():
+    """Deleted last reconcile, still in its cluster's summary: its devices count until the
+    summary catches up, but its summary entry is never composed back as a ModelReplica."""
+    gone = f.replica(f.spec(1), "c", 0, ready=True)
+    objects = fleet_objects([f.cluster("c", f.pool("p", 1))], [gone])
+    for obj in objects:  # c's pool names a class that does not exist: pins there are frozen
+        if obj["kind"] == "ConfigMap":
+            content = cs.parse(obj)
+            content["status"]["gpuPools"][0]["className"] = "gone"
+            obj["data"][cs.DATA_KEY] = json.dumps(content)
+    rsp, _ = reconcile(f.spec(1), objects, {})
+    assert desired_resources(rsp) == {}
+    # With its class readable, the one node's GPU is still charged to it: nothing fits yet.
+    rsp, _ = reconcile(f.spec(1), fleet_objects([f.cluster("c", f.pool("p", 1))], [gone]), {})
+    assert placed(rsp) == {}
+    assert conditions(rsp)["ReplicasScheduled"][0] == "False"

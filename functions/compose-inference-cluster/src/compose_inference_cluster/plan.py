@@ -110,6 +110,7 @@ def compose(
             "InvalidSpec",
             f"invalid InferenceCluster: {validation_summary(err)}",
             severity="Warning",
+            replicas=replicas,
         )
 
     pools = cluster.spec.nodePools or []
@@ -123,6 +124,7 @@ def compose(
             "WaitingForClasses",
             "Resolving InferenceClasses: " + ", ".join(classes.unresolved),
             quiet=True,
+            replicas=None,  # a first round: the summary stays as it is
         )
     # A pool that cannot be resolved holds back only itself (issue 21): the cluster, its
     # other pools and everything running on them go on.
@@ -166,7 +168,12 @@ def compose(
 
 
 def _compose_capacity_summary(
-    outcome: Outcome, xr: JSON, observed: Mapping[str, JSON], replicas: list[JSON] | None
+    outcome: Outcome,
+    xr: JSON,
+    observed: Mapping[str, JSON],
+    replicas: list[JSON] | None,
+    *,
+    ready: bool | None = None,
 ) -> None:
     """The cluster's capacity summary for the fleet scheduler (design/capacity.md). While its
     replicas are not resolved the last one is kept: a summary missing its replicas would read
@@ -176,7 +183,7 @@ def _compose_capacity_summary(
             outcome.compose(KEY_CAPACITY_SUMMARY, held(observed[KEY_CAPACITY_SUMMARY]), ready=True)
         return
     name = tolerant.name_of(xr)
-    content = capacity_summary.summary(xr, outcome.composite_status, replicas)
+    content = capacity_summary.summary(xr, outcome.composite_status, replicas, ready=ready)
     labels = tolerant.mapping(xr, "metadata", "labels") or {}
     # A ConfigMap has no Ready condition to wait for.
     outcome.compose(
@@ -227,6 +234,7 @@ def _hold(
     reason: str,
     message: str,
     *,
+    replicas: list[JSON] | None,
     severity: Severity = "Warning",
     quiet: bool = False,
 ) -> Outcome:
@@ -248,6 +256,10 @@ def _hold(
     # exist, and an absent status field would read as "gone" to the scheduler.
     outcome.composite_status = _previous_status(xr)
     outcome.composite_ready = False
+    # The summary follows the replicas placed here, and says not Ready: a held cluster takes
+    # nothing new (a frozen summary would offer its capacity and hide what lands on it).
+    # ``replicas`` None keeps the last one.
+    _compose_capacity_summary(outcome, xr, observed, replicas, ready=False)
     return outcome
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,7 +44,6 @@ MIN_CANDIDATES = 100
 BYTE_BUDGET = 2 * 1024 * 1024
 # What a summary costs in the request beyond its data: its ConfigMap's metadata.
 SUMMARY_OVERHEAD = 600
-WIDEN_FACTOR = 4
 
 
 def cluster_key(cluster: str) -> str:
@@ -230,15 +228,21 @@ def read(
     return fleet
 
 
-def next_scope(fleet: Fleet | None, first: int, short: bool) -> Scope:
-    """The candidates to read next round: the same scope (stable) or a wider one.
+# The scopes read, in order: each round reads the same or the next. Four distinct requirement
+# sets at most, then a repeat: within Crossplane's five requirement rounds.
+WIDENING = (1, 4, 16, cs.SHARDS)
 
-    Everything when the whole fleet's summaries fit the byte budget; otherwise the scope
-    widens (fourfold, within the budget) while fewer than MIN_CANDIDATES clusters were read or
-    some wanted replica (``short``) found no place among them.
+
+def next_scope(fleet: Fleet | None, first: int, short: bool) -> Scope:
+    """The candidates to read next round: the same scope (stable) or the next wider one.
+
+    Everything when 64 times the shards read fit the byte budget; otherwise the next step of
+    WIDENING while fewer than MIN_CANDIDATES clusters were read or some wanted replica
+    (``short``) found no place among them, and only if that step is estimated within the
+    budget (else the scope stays: the search ends there).
     """
     if fleet is None:
-        return Scope(first, 1)
+        return Scope(first, WIDENING[0])
     scope = fleet.scope
     if scope.everything:
         return scope
@@ -247,6 +251,7 @@ def next_scope(fleet: Fleet | None, first: int, short: bool) -> Scope:
         return Scope(first, cs.SHARDS)
     if fleet.candidates >= MIN_CANDIDATES and not short:
         return scope
-    affordable = math.floor(BYTE_BUDGET / per_shard) if per_shard else cs.SHARDS
-    wider = min(scope.shards * WIDEN_FACTOR, affordable, cs.SHARDS)
-    return Scope(first, wider) if wider > scope.shards else scope
+    wider = next((n for n in WIDENING if n > scope.shards), scope.shards)
+    if per_shard * wider > BYTE_BUDGET:
+        return scope
+    return Scope(first, wider)

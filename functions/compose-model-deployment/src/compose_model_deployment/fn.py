@@ -257,8 +257,8 @@ def _note_unknown(
 
 
 def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.ObservedReplica]:
-    """Our composed replicas, then the fleet's others (the listing shows ours too, but our
-    own observed copy is the one Crossplane keys by composition name)."""
+    """Our composed replicas, then ours that only a capacity summary lists (the summary lags
+    a deletion, or the replica is being deleted): charged, never retained."""
     replicas = []
     for key, body in sorted(request.observed.items()):
         if not key.startswith(_REPLICA_PREFIX):
@@ -285,8 +285,12 @@ def _observed_replicas(request: Request, fleet: list[JSON]) -> list[scheduler.Ob
             )
         )
     seen = {(r.namespace, r.name) for r in replicas}
-    fleet_replicas = [r for r in map(scheduler.parse_replica, fleet) if r is not None]
-    return replicas + [r for r in fleet_replicas if (r.namespace, r.name) not in seen]
+    listed = [
+        dataclasses.replace(r, listed_only=True)
+        for r in map(scheduler.parse_replica, fleet)
+        if r is not None and (r.namespace, r.name) not in seen
+    ]
+    return replicas + listed
 
 
 def own_clusters(request: Request) -> set[str]:

@@ -329,6 +329,9 @@ class ObservedReplica:
     cluster: str
     index: int
     body: Mapping[str, Any]
+    # Known only from a capacity summary, not observed: ours being deleted or already gone
+    # (the summary lags). Charged while listed, never retained (its body is a summary's).
+    listed_only: bool = False
 
     @property
     def created(self) -> str:
@@ -343,8 +346,9 @@ class ObservedReplica:
 
     @property
     def deleting(self) -> bool:
-        """Being deleted (``metadata.deletionTimestamp`` set): never retained, still charged."""
-        return bool(tolerant.text(self.body, "metadata", "deletionTimestamp"))
+        """Being deleted (``metadata.deletionTimestamp`` set) or listed only by a summary:
+        never retained, still charged."""
+        return self.listed_only or bool(tolerant.text(self.body, "metadata", "deletionTimestamp"))
 
     @property
     def engines(self) -> list[Mapping[str, Any]]:
