@@ -599,17 +599,10 @@ def build(
 def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
     """Each cluster's capacity summary ConfigMap as compose-inference-cluster composes it from
     the replicas pinned to the cluster, with the metadata the API server and Crossplane add."""
-    pinned: dict[str, list[JSON]] = {}
-    for obj in objects:
-        if obj["kind"] == "ModelReplica":
-            pinned.setdefault(obj["spec"]["clusterName"], []).append(obj)
-    out = []
-    for cluster_ in clusters:
-        name = cluster_["metadata"]["name"]
-        content = capacity_summary.summary(cluster_, cluster_["status"], pinned.get(name, []))
-        labels = cluster_["metadata"].get("labels") or {}
-        summary = capacity_summary.configmap(name, labels, content)
-        meta = summary["metadata"]
+    replicas = [o for o in objects if o["kind"] == "ModelReplica"]
+    out = capacity_summary.summaries([*clusters, *replicas])
+    for summary, cluster_ in zip(out, clusters, strict=True):
+        name, meta = cluster_["metadata"]["name"], summary["metadata"]
         summary["metadata"] = _meta(
             "ConfigMap",
             meta["name"],
@@ -618,7 +611,6 @@ def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
             annotations={"crossplane.io/composition-resource-name": "capacity-summary"},
             ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
         )
-        out.append(summary)
     return out
 
 

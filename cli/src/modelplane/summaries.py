@@ -14,25 +14,11 @@ from __future__ import annotations
 
 import click
 import yaml
-from modelplane_common import capacity_summary as cs
-from modelplane_common.plain import JSON
+from modelplane_common.capacity_summary import summaries
 
 from modelplane.render import load_objects
 
-
-def summaries(objects: list[JSON]) -> list[JSON]:
-    """One summary ConfigMap per InferenceCluster in ``objects``, in their order."""
-    replicas = [o for o in objects if o.get("kind") == "ModelReplica"]
-    out = []
-    for cluster in objects:
-        if cluster.get("kind") != "InferenceCluster":
-            continue
-        name = str((cluster.get("metadata") or {}).get("name", ""))
-        status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
-        on_it = [r for r in replicas if (r.get("spec") or {}).get("clusterName") == name]
-        labels = (cluster.get("metadata") or {}).get("labels") or {}
-        out.append(cs.configmap(name, labels, cs.summary(cluster, status, on_it)))
-    return out
+__all__ = ["command", "summaries"]
 
 
 @click.command("summarize")

@@ -236,6 +236,27 @@ def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
     }
 
 
+def summaries(objects: Iterable[JSON]) -> list[JSON]:
+    """One summary ConfigMap per InferenceCluster among ``objects``, in their order, from the
+    status each gives and the ModelReplicas among ``objects`` pinned to it: what
+    compose-inference-cluster composes (``modelplane summarize``, the benchmark's fleet)."""
+    objects = list(objects)
+    pinned: dict[str, list[JSON]] = {}
+    for obj in objects:
+        if obj.get("kind") == "ModelReplica":
+            where = str(tolerant.text(obj, "spec", "clusterName") or "")
+            pinned.setdefault(where, []).append(obj)
+    out = []
+    for cluster in objects:
+        if cluster.get("kind") != "InferenceCluster":
+            continue
+        name = tolerant.name_of(cluster)
+        status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
+        labels = tolerant.mapping(cluster, "metadata", "labels") or {}
+        out.append(configmap(name, labels, summary(cluster, status, pinned.get(name, []))))
+    return out
+
+
 # --- reading (compose-model-deployment) -----------------------------------------------------
 
 
@@ -248,6 +269,11 @@ def parse(configmap_: Mapping[str, Any]) -> JSON:
     raw = tolerant.text(configmap_, "data", DATA_KEY)
     if raw is None:
         raise UnreadableSummaryError(f"no data.{DATA_KEY}")
+    return parse_data(raw)
+
+
+def parse_data(raw: str) -> JSON:
+    """The summary in a ConfigMap's ``data["summary.json"]``; raises UnreadableSummaryError."""
     try:
         content = json.loads(raw)
     except ValueError as err:

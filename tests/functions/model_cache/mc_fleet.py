@@ -11,8 +11,8 @@ from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.pipeline import ResourcePool, run_with_requirements
 from modelplane_common import capacity_summary as cs
-from modelplane_common.plain import to_struct
 from modelplane_common.serving import run_function
+from modelplane_common.testing import make_request
 
 
 def summary_configmap(cluster: dict, replicas: Iterable[dict] = ()) -> dict:
@@ -50,15 +50,7 @@ def fleet(
 
 
 def request(xr: dict, observed: dict | None = None) -> fnv1.RunFunctionRequest:
-    return fnv1.RunFunctionRequest(
-        observed=fnv1.State(
-            composite=fnv1.Resource(resource=to_struct(xr)),
-            resources={
-                key: fnv1.Resource(resource=to_struct(body))
-                for key, body in (observed or {}).items()
-            },
-        )
-    )
+    return make_request(xr, observed)
 
 
 def call(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:

@@ -19,9 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from modelplane.pipeline import ResourcePool, run_with_requirements
 from modelplane_common import capacity_summary as cs
-from modelplane_common.plain import JSON, to_struct
+from modelplane_common.plain import JSON
 from modelplane_common.serving import run_function
-from modelplane_common.testing import conditions, desired_resources, fleet_required, observe
+from modelplane_common.testing import (
+    conditions,
+    desired_resources,
+    fleet_required,
+    make_request,
+    observe,
+)
 
 NAME = "m"
 
@@ -58,14 +64,7 @@ def reconcile(
     spec: JSON, objects: list[JSON], observed: dict[str, JSON] | None = None
 ) -> tuple[fnv1.RunFunctionResponse, Rounds]:
     rounds = Rounds()
-    request = fnv1.RunFunctionRequest(
-        observed=fnv1.State(
-            composite=fnv1.Resource(resource=to_struct(_xr(spec))),
-            resources={
-                k: fnv1.Resource(resource=to_struct(v)) for k, v in (observed or {}).items()
-            },
-        )
-    )
+    request = make_request(_xr(spec), observed)
     rsp = run_with_requirements(rounds, request, ResourcePool(objects))
     return rsp, rounds
 

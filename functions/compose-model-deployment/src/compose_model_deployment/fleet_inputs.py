@@ -127,22 +127,16 @@ class Fleet:
         return cs.replica_views(content, lambda namespace, name: (namespace, name) != ours)
 
 
-def _summary_data(item: Any) -> tuple[str, int] | None:
+def _parse(item: Any) -> tuple[Mapping[str, Any], int] | None:
+    """A summary ConfigMap's content and the size of its data, or None when unreadable."""
     data = item.fields.get("data")
     if data is None or data.WhichOneof("kind") != "struct_value":
         return None
     value = data.struct_value.fields.get(cs.DATA_KEY)
     if value is None or value.WhichOneof("kind") != "string_value":
         return None
-    return value.string_value, len(value.string_value)
-
-
-def _parse(item: Any) -> Mapping[str, Any] | None:
-    found = _summary_data(item)
-    if found is None:
-        return None
     try:
-        return cs.parse({"data": {cs.DATA_KEY: found[0]}})
+        return cs.parse_data(value.string_value), len(value.string_value)
     except cs.UnreadableSummaryError:
         return None
 
@@ -200,7 +194,8 @@ def read(
             deleted.add(cluster)  # its replicas move; a summary not yet deleted is stale
             continue
         items = required[summary_key(cluster)].items
-        content = _parse(items[0].resource) if items else None
+        parsed = _parse(items[0].resource) if items else None
+        content = parsed[0] if parsed is not None else None
         if content is None or content.get("cluster") != cluster:
             # Others' usage there is not known: hold what runs there, place nothing new.
             why = "missing" if not items else "unreadable"
@@ -213,12 +208,12 @@ def read(
     count = size = 0
     for key in scope.requirement_keys():
         for item in required[key].items:
-            found = _summary_data(item.resource)
-            content = _parse(item.resource)
-            if content is None or found is None:
+            parsed = _parse(item.resource)
+            if parsed is None:
                 continue
+            content, data_size = parsed
             count += 1
-            size += found[1] + SUMMARY_OVERHEAD
+            size += data_size + SUMMARY_OVERHEAD
             name = content["cluster"]
             if name in fleet.summaries or name in fleet.unsummarised or name in deleted:
                 continue
