@@ -96,7 +96,13 @@ def replica(name: str, cluster_name: str, remote_namespace: str | None) -> dict:
 
 def test_the_cache_learns_who_mounts_it_from_the_summaries_of_its_staged_clusters():
     staged = _observe(_desired(_run(cache(), [GKE])))
+    # Still selected: its summary arrives once, with the selected ones, never again by name.
     rsp = _run(cache(), [GKE], staged)
+    assert set(rsp.requirements.resources) == {"clusters"}
+    # No longer selected: the staged cluster's summary is read by name, so the replicas
+    # mounting the weights there are still known (and the weights stay while they run).
+    users = [replica("r-0", "gke-us-central", NS)]
+    rsp = _run(cache(selector={"modelplane.ai/tier": "other"}), [GKE], staged, users)
     wanted = rsp.requirements.resources["staged.gke-us-central"]
     assert (wanted.kind, wanted.namespace, wanted.match_name) == (
         "ConfigMap",
@@ -105,6 +111,7 @@ def test_the_cache_learns_who_mounts_it_from_the_summaries_of_its_staged_cluster
     )
     # No ModelReplica is read: they are counted by the cluster that runs them.
     assert {r.kind for r in rsp.requirements.resources.values()} == {"ConfigMap"}
+    assert "pvc-gke-us-central" in _desired(rsp)
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "modelplane-system", "cert-manager"])

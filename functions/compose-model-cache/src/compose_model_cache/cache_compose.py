@@ -56,12 +56,14 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     on_demand = spec.clusterSelector is None or spec.clusterSelector.matchLabels is None
     match_labels = {} if on_demand else dict(spec.clusterSelector.matchLabels or {})
     staged = slots.observed_clusters(observed)
+    # Staged clusters' summaries are read by name only where ``clusters`` did not return them.
+    unlisted = inputs.unlisted(required, staged) or []
     outcome.requirements = inputs.requirements(
         namespace,
         name,
         None if on_demand else match_labels,
-        staged,
-        inputs.missing(required, staged),
+        unlisted,
+        inputs.missing(required, unlisted),
     )
     fleet = inputs.read(required, staged)
     if fleet is None:

@@ -7,9 +7,10 @@ publishes (``modelplane_common.capacity_summary``):
 * ``clusters``: with a ``clusterSelector``, the summaries carrying its labels (the clusters
   it stages on); without one, the summaries carrying the cache's own ``cache_label``: the
   clusters where replicas mounting it are placed (it stages on demand);
-* ``staged.<cluster>``: by name, the summary of every cluster where it has a PVC, for the
-  replicas mounting it there (whose weights stay while they run) and, without a selector, to
-  keep staging there while the cluster exists;
+* ``staged.<cluster>``: by name, the summary of every cluster where it has a PVC that
+  ``clusters`` did not return (asked once ``clusters`` is resolved, so a summary is never sent
+  twice), for the replicas mounting it there (whose weights stay while they run) and, without
+  a selector, to keep staging there while the cluster exists;
 * ``cluster.<cluster>``: by name, the InferenceCluster of a staged cluster whose summary is
   missing, to tell a deleted cluster (its weights go with it) from a summary not published
   yet (unknown: everything there is held).
@@ -54,7 +55,8 @@ def requirements(
     unsummarised: Iterable[str] = (),
 ) -> dict[str, Selector]:
     """``match_labels`` None: the cache has no clusterSelector (it stages on demand).
-    ``unsummarised``: staged clusters whose summary was not found (see ``missing``)."""
+    ``staged``: staged clusters whose summary ``clusters`` did not return (``unlisted``);
+    ``unsummarised``: those whose summary was not found either (see ``missing``)."""
     if match_labels is None:
         labels = {cs.cache_label(namespace, name): "true"}
     else:
@@ -67,6 +69,22 @@ def requirements(
             "modelplane.ai/v1alpha1", "InferenceCluster", match_name=cluster
         )
     return wanted
+
+
+def unlisted(required: Required, staged: Iterable[str]) -> list[str] | None:
+    """Staged clusters whose summary ConfigMap ``clusters`` did not return (each is then read
+    by name); None while ``clusters`` is not resolved yet."""
+    items = required(CLUSTERS)
+    if items is None:
+        return None
+    names = {_configmap_name(item) for item in items}
+    return sorted(c for c in set(staged) if cs.configmap_name(c) not in names)
+
+
+def _configmap_name(item: Any) -> str | None:
+    metadata = item.get("metadata") if isinstance(item, Mapping) else None
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else None
 
 
 def missing(required: Required, staged: Iterable[str]) -> list[str]:
@@ -97,7 +115,7 @@ def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
 
 def _summarised_cluster(item: Any, staged: Iterable[str]) -> str | None:
     """The staged cluster an unreadable summary ConfigMap is named for, if any."""
-    name = (item.get("metadata") or {}).get("name") if isinstance(item, Mapping) else None
+    name = _configmap_name(item)
     return next((c for c in staged if cs.configmap_name(c) == name), None)
 
 
@@ -108,23 +126,32 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
         return None
     fleet = Fleet([], {}, {}, set())
     staged = sorted(set(staged))
+    # A staged cluster's summary is taken from ``clusters`` when that returned it.
+    listed: dict[str, Mapping[str, Any] | cs.UnreadableSummaryError] = {}
     for item in selected_items:
+        cluster = _summarised_cluster(item, staged)
         try:
             content = _parse(item)
         except cs.UnreadableSummaryError as err:
+            if cluster is not None:
+                listed.setdefault(cluster, err)
             # Nothing new is staged there. Whether it still matches is unknown: a staged
             # cluster it names keeps everything as observed.
-            cluster = _summarised_cluster(item, staged)
             if cluster is not None:
                 where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
                 fleet.unknown[cluster] = f"{where} cannot be read ({err})"
             continue
+        if cluster is not None:
+            listed.setdefault(cluster, content)
         if content["cluster"] not in fleet.summaries:
             fleet.summaries[content["cluster"]] = content
             fleet.selected.append(content["cluster"])
     for cluster in staged:
-        found = required(staged_key(cluster))
         where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
+        if cluster in listed:
+            _take_listed(fleet, cluster, listed[cluster], where)
+            continue
+        found = required(staged_key(cluster))
         if found is None:
             return None
         if not found:
@@ -147,6 +174,24 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
             fleet.summaries.pop(cluster, None)
     fleet.selected = [c for c in fleet.selected if c in fleet.summaries]
     return fleet
+
+
+def _take_listed(
+    fleet: Fleet,
+    cluster: str,
+    content: Mapping[str, Any] | cs.UnreadableSummaryError,
+    where: str,
+) -> None:
+    """A staged cluster's summary as ``clusters`` returned it (already parsed)."""
+    if isinstance(content, cs.UnreadableSummaryError):
+        return  # already unknown
+    if content["cluster"] != cluster:
+        fleet.unknown[cluster] = (
+            f"{where} cannot be read (it summarises cluster {content['cluster']!r})"
+        )
+        fleet.summaries.pop(cluster, None)
+        return
+    fleet.summaries[cluster] = content
 
 
 def users_of(
