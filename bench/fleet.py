@@ -597,20 +597,24 @@ def build(
 
 
 def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
-    """Each cluster's capacity summary ConfigMap as compose-inference-cluster composes it from
-    the replicas pinned to the cluster, with the metadata the API server and Crossplane add."""
+    """Each cluster's capacity and cache summary ConfigMaps as compose-inference-cluster
+    composes them from the replicas pinned to the cluster, with the metadata the API server
+    and Crossplane add."""
     replicas = [o for o in objects if o["kind"] == "ModelReplica"]
     out = capacity_summary.summaries([*clusters, *replicas])
-    for summary, cluster_ in zip(out, clusters, strict=True):
-        name, meta = cluster_["metadata"]["name"], summary["metadata"]
-        summary["metadata"] = _meta(
-            "ConfigMap",
-            meta["name"],
-            meta["namespace"],
-            labels=meta["labels"] | {"crossplane.io/composite": name},
-            annotations={"crossplane.io/composition-resource-name": "capacity-summary"},
-            ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
-        )
+    pairs = zip(out[0::2], out[1::2], strict=True)
+    for (capacity, caches), cluster_ in zip(pairs, clusters, strict=True):
+        name = cluster_["metadata"]["name"]
+        for summary, key in ((capacity, "capacity-summary"), (caches, "cache-summary")):
+            meta = summary["metadata"]
+            summary["metadata"] = _meta(
+                "ConfigMap",
+                meta["name"],
+                meta["namespace"],
+                labels=meta["labels"] | {"crossplane.io/composite": name},
+                annotations={"crossplane.io/composition-resource-name": key},
+                ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
+            )
     return out
 
 
@@ -641,3 +645,75 @@ def _route(namespace: str, dep: str, backends: list[str]) -> JSON:
             ]
         },
     }
+
+
+# --- the steady state: what a function's composed resources look like once observed --------
+
+# What the provider reports of a remote object it created, by kind (status only).
+_REMOTE_STATUS: dict[str, JSON] = {
+    "PersistentVolumeClaim": {"phase": "Bound", "accessModes": ["ReadWriteMany"],
+                              "capacity": {"storage": "160Gi"}},
+    "Job": {"succeeded": 1, "startTime": CREATED, "completionTime": CREATED},
+    "Deployment": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+                   "updatedReplicas": 1, "observedGeneration": 1},
+}  # fmt: skip
+
+
+def _fields(value: Any) -> JSON:
+    """Server-side apply's ``fieldsV1`` for ``value``: every map key as ``f:<key>``."""
+    if not isinstance(value, dict):
+        return {}
+    return {f"f:{key}": _fields(item) for key, item in value.items()}
+
+
+def _managed_fields(body: JSON, status: JSON | None) -> list[JSON]:
+    """Crossplane's apply of the composed resource and its controller's status update, as the
+    API server records them (observed resources reach functions with them)."""
+    applied = {k: v for k, v in body.items() if k not in ("apiVersion", "kind", "status")}
+    common = {"apiVersion": body.get("apiVersion", ""), "time": CREATED, "fieldsType": "FieldsV1"}
+    out = [
+        {"manager": "apiextensions.crossplane.io/composed", "operation": "Apply", **common,
+         "fieldsV1": _fields(applied)},
+    ]  # fmt: skip
+    if status:
+        out.append(
+            {"manager": "controller", "operation": "Update", **common,
+             "fieldsV1": _fields({"status": status}), "subresource": "status"}
+        )  # fmt: skip
+    return out
+
+
+def observed_as_reported(xr: JSON, key: str, body: JSON) -> JSON:
+    """A composed resource as Crossplane observes it once its controller acted: the name,
+    labels, annotation and owner Crossplane gives it, the API server's metadata and
+    ``managedFields``, Synced and Ready, and for a provider-kubernetes Object the remote object
+    as the provider reports it."""
+    xr_meta = xr["metadata"]
+    desired_meta = body.get("metadata") or {}
+    name = desired_meta.get("name") or f"{xr_meta['name']}-{_suffix(xr_meta['name'], key)}"
+    namespace = desired_meta.get("namespace") or xr_meta.get("namespace")
+    seen = copy.deepcopy(body)
+    status: JSON = {}
+    if body.get("kind") == "Object":
+        manifest = body["spec"]["forProvider"]["manifest"]
+        remote = {"uid": _uid("remote", name, key), "resourceVersion": "4711",
+                  "creationTimestamp": CREATED}  # fmt: skip
+        reported = {**manifest, "metadata": (manifest.get("metadata") or {}) | remote}
+        if manifest.get("kind") in _REMOTE_STATUS:
+            reported["status"] = _REMOTE_STATUS[manifest["kind"]]
+        status = {"conditions": _conditions(), "atProvider": {"manifest": reported}}
+    elif body.get("kind") != "ConfigMap":
+        status = {"conditions": _conditions()}
+    seen["metadata"] = _meta(
+        str(body.get("kind")),
+        name,
+        namespace,
+        labels=(desired_meta.get("labels") or {}) | {"crossplane.io/composite": xr_meta["name"]},
+        annotations=(desired_meta.get("annotations") or {})
+        | {"crossplane.io/composition-resource-name": key},
+        ownerReferences=_owner(xr["kind"], xr_meta["name"], xr_meta.get("uid", "")),
+        managedFields=_managed_fields(body, status or None),
+    )
+    if status:
+        seen["status"] = status
+    return seen

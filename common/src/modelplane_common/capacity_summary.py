@@ -17,10 +17,19 @@ server holds, and serialises deterministically:
   storage class override (``spec.cluster``), and per ModelCache mounted there the replicas
   mounting it (``caches``).
 
-The ConfigMap carries the cluster's own labels, so a deployment's ``clusterSelector`` is
-applied by the API server, a shard label (sha256 of the cluster name, mod ``SHARDS``), so
-a deployment in a large fleet can read a part of it, and per ModelCache mounted there a
-``cache_label``, so a cache without a ``clusterSelector`` reads only the clusters it is used on.
+``summary`` builds it whole; it is published as two ConfigMaps, each with only what its
+reader reads, because a reader fetches whole ConfigMaps:
+
+* ``capacity-<cluster>`` (``configmap``), for the scheduler: everything but ``caches``. It
+  carries the cluster's own labels, so a deployment's ``clusterSelector`` is applied by the
+  API server, and a shard label (sha256 of the cluster name, mod ``SHARDS``), so a deployment
+  in a large fleet can read a part of it;
+* ``caches-<cluster>`` (``cache_configmap``), for compose-model-cache: the cluster's labels,
+  spec and status without its pools, and ``caches``, not the replicas (a tenth of the bytes:
+  a cache staged on hundreds of clusters reads them all, beside its observed PVCs). It carries
+  the cluster's own labels (a cache's ``clusterSelector``) and per ModelCache mounted there a
+  ``cache_label``, so a cache without a ``clusterSelector`` reads only the clusters it is used
+  on.
 """
 
 from __future__ import annotations
@@ -40,8 +49,10 @@ from modelplane_common.observed import condition, is_ready
 from modelplane_common.plain import JSON
 
 NAMESPACE = "modelplane-system"
-# On every summary ConfigMap, so one selector finds them all (and nothing else).
+# On every capacity summary ConfigMap, so one selector finds them all (and nothing else).
 SUMMARY_LABEL = "modelplane.ai/capacity-summary"
+# On every cache summary ConfigMap (``cache_configmap``).
+CACHE_SUMMARY_LABEL = "modelplane.ai/cache-summary"
 SHARD_LABEL = "modelplane.ai/capacity-shard"
 SHARDS = 64
 DATA_KEY = "summary.json"
@@ -62,6 +73,11 @@ _MAX_NAME = 253
 def configmap_name(cluster: str) -> str:
     name = f"capacity-{cluster}"
     return name if len(name) <= _MAX_NAME else child_name("capacity", cluster)
+
+
+def cache_configmap_name(cluster: str) -> str:
+    name = f"caches-{cluster}"
+    return name if len(name) <= _MAX_NAME else child_name("caches", cluster)
 
 
 def shard_of(cluster: str) -> int:
@@ -216,28 +232,51 @@ def _cache_source(spec: Mapping[str, Any]) -> JSON | None:
     return kept
 
 
-def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
-    """The ConfigMap publishing ``content``: labelled with the cluster's own labels (so label
-    selectors on clusters select their summaries), the summary label and the shard."""
-    own = {k: v for k, v in labels.items() if not k.startswith("crossplane.io/")}
-    caches = content.get("caches") if isinstance(content.get("caches"), dict) else {}
-    for key in caches:
-        namespace, _, name = str(key).partition("/")
-        own[cache_label(namespace, name)] = "true"
+def _own_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if not k.startswith("crossplane.io/")}
+
+
+def _configmap(name: str, labels: Mapping[str, str], content: JSON) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": configmap_name(cluster),
-            "namespace": NAMESPACE,
-            "labels": own | {SUMMARY_LABEL: "true", SHARD_LABEL: shard_value(shard_of(cluster))},
-        },
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(labels)},
         "data": {DATA_KEY: json.dumps(content, sort_keys=True, separators=(",", ":"))},
     }
 
 
+def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
+    """The capacity summary ConfigMap publishing ``content`` but its ``caches``: labelled with
+    the cluster's own labels (so label selectors on clusters select their summaries), the
+    summary label and the shard."""
+    data = {k: v for k, v in content.items() if k != "caches"}
+    shard = {SUMMARY_LABEL: "true", SHARD_LABEL: shard_value(shard_of(cluster))}
+    return _configmap(configmap_name(cluster), _own_labels(labels) | shard, data)
+
+
+def cache_configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
+    """The cache summary ConfigMap: ``content`` without the replicas and the pools, labelled
+    with the cluster's own labels, the cache summary label and one ``cache_label`` per
+    ModelCache mounted there."""
+    data = {k: v for k, v in content.items() if k not in ("replicas", "shapes")}
+    status = data.get("status")
+    if isinstance(status, dict):
+        data["status"] = {k: v for k, v in status.items() if k != "gpuPools"}
+    own = _own_labels(labels)
+    caches = content.get("caches") if isinstance(content.get("caches"), dict) else {}
+    for key in caches:
+        namespace, _, name = str(key).partition("/")
+        own[cache_label(namespace, name)] = "true"
+    return _configmap(cache_configmap_name(cluster), own | {CACHE_SUMMARY_LABEL: "true"}, data)
+
+
+def configmaps(cluster: str, labels: Mapping[str, str], content: JSON) -> list[JSON]:
+    """Both ConfigMaps publishing ``content``: the capacity summary, then the cache summary."""
+    return [configmap(cluster, labels, content), cache_configmap(cluster, labels, content)]
+
+
 def summaries(objects: Iterable[JSON]) -> list[JSON]:
-    """One summary ConfigMap per InferenceCluster among ``objects``, in their order, from the
+    """Both summary ConfigMaps of each InferenceCluster among ``objects``, in their order, from the
     status each gives and the ModelReplicas among ``objects`` pinned to it: what
     compose-inference-cluster composes (``modelplane summarize``, the benchmark's fleet)."""
     objects = list(objects)
@@ -253,7 +292,7 @@ def summaries(objects: Iterable[JSON]) -> list[JSON]:
         name = tolerant.name_of(cluster)
         status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
         labels = tolerant.mapping(cluster, "metadata", "labels") or {}
-        out.append(configmap(name, labels, summary(cluster, status, pinned.get(name, []))))
+        out.extend(configmaps(name, labels, summary(cluster, status, pinned.get(name, []))))
     return out
 
 

@@ -135,6 +135,7 @@ class Request:
         }
         self.context: JSON = to_plain(req.context) if req.HasField("context") else {}
         self.input: JSON | None = to_plain(req.input) if req.HasField("input") else None
+        self._required: dict[str, list[JSON]] = {}
 
     @property
     def spec(self) -> JSON:
@@ -161,7 +162,12 @@ class Request:
         """
         if name not in self.proto.required_resources:
             return None
-        return [to_plain(item.resource) for item in self.proto.required_resources[name].items]
+        # Converted once per request: several readers look at the same key. Each caller gets
+        # its own list (of the same dicts, which callers only read).
+        if name not in self._required:
+            items = self.proto.required_resources[name].items
+            self._required[name] = [to_plain(item.resource) for item in items]
+        return list(self._required[name])
 
 
 def as_manifest(body: JSON | pydantic.BaseModel) -> JSON:

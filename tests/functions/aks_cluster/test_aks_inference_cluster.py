@@ -127,7 +127,7 @@ def test_the_xrd_accepts_the_aks_cluster_and_its_class():
 def test_first_pass_composes_an_aks_cluster_sized_from_the_class_and_publishes_capacity():
     rsp = run(CLUSTER)
     desired = desired_resources(rsp)
-    assert set(desired) == {"aks-cluster", "capacity-summary"}
+    assert set(desired) == {"aks-cluster", "capacity-summary", "cache-summary"}
     aks = desired["aks-cluster"]
     assert (aks["kind"], aks["metadata"]) == (
         "AKSCluster",
@@ -153,7 +153,7 @@ def test_ready_aks_cluster_opens_provider_config_and_stack_with_the_hosts_driver
     observed = {"aks-cluster": observe(aks, aks_ready())}
     desired = desired_resources(run(CLUSTER, observed))
     assert set(desired) == {
-        "capacity-summary",
+        "capacity-summary", "cache-summary",
         "aks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
         "usage-aks-by-backend",
     }  # fmt: skip

@@ -179,7 +179,7 @@ def test_gke_first_pass_composes_the_cluster_with_both_pools_and_publishes_capac
     desired = desired_resources(rsp)
     # Nothing reaches the cluster before it exists; its capacity summary is the control
     # plane's own.
-    assert set(desired) == {"gke-cluster", "capacity-summary"}
+    assert set(desired) == {"gke-cluster", "capacity-summary", "cache-summary"}
     gke = desired["gke-cluster"]
     assert gke["metadata"] == {"name": "gke-us-central", "namespace": NS}
     assert gke["spec"]["project"] == "acme-inference"
@@ -229,7 +229,7 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
     desired = desired_resources(rsp)
     assert set(desired) == {
         "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
-        "serving-stack", "usage-gke-by-backend", "capacity-summary",
+        "serving-stack", "usage-gke-by-backend", "capacity-summary", "cache-summary",
     }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]
     assert cpc["kind"] == "ClusterProviderConfig"
@@ -376,7 +376,7 @@ def test_missing_class_on_a_running_cluster_holds_back_only_its_pool():
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        if key != "capacity-summary":
+        if key not in ("capacity-summary", "cache-summary"):
             assert body["spec"] == observed[key]["spec"], key  # the l4 pool runs on as it is
     # The cluster stays Ready for its other pools: nothing on them is withdrawn or moved.
     assert conditions(rsp)["ClusterReady"][:2] == ("True", "ClusterRunning")
@@ -428,7 +428,7 @@ def test_class_without_provisioning_on_a_running_cluster_holds_back_only_its_poo
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        if key != "capacity-summary":
+        if key not in ("capacity-summary", "cache-summary"):
             assert body["spec"] == observed[key]["spec"], key
     assert [p["name"] for p in desired["gke-cluster"]["spec"]["nodePools"]] == ["l4", "h100"]
     assert [p["name"] for p in summary_of(rsp)["status"]["gpuPools"]] == ["l4"]
@@ -464,7 +464,7 @@ def test_requirements_ask_for_each_class_once_and_for_replicas():
 def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_class():
     rsp = run(EKS)
     desired = desired_resources(rsp)
-    assert set(desired) == {"eks-cluster", "capacity-summary"}
+    assert set(desired) == {"eks-cluster", "capacity-summary", "cache-summary"}
     eks = desired["eks-cluster"]
     assert eks["spec"]["region"] == "us-east-1"
     assert eks["spec"]["kubernetesVersion"] == "1.36"
@@ -481,7 +481,7 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     desired = desired_resources(rsp)
     assert set(desired) == {
         "eks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-eks-by-backend", "capacity-summary",
+        "usage-eks-by-backend", "capacity-summary", "cache-summary",
     }  # fmt: skip
     assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
@@ -527,7 +527,7 @@ def test_existing_cluster_composes_provider_config_and_stack_at_once():
     rsp = run(EXISTING)
     desired = desired_resources(rsp)
     assert set(desired) == {
-        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary",
+        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
     }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]["spec"]
     assert cpc["credentials"]["secretRef"] == {
@@ -568,7 +568,7 @@ def test_existing_cluster_without_pools_publishes_no_pools():
     rsp = run(xr, {}, {"model-replicas": [], "replica-objects": []})
     assert desired_status(rsp)["gpuPools"] == []
     assert set(desired_resources(rsp)) == {
-        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary",
+        "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
     }  # fmt: skip
 
 
@@ -660,7 +660,7 @@ def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
 
 def test_status_fields_crossplane_adds_do_not_stop_the_function():
     xr = {**GKE, "status": {"claimConditionTypes": ["X"], "crossplane": {"x": 1}}}
-    assert set(desired_resources(run(xr))) == {"gke-cluster", "capacity-summary"}
+    assert set(desired_resources(run(xr))) == {"gke-cluster", "capacity-summary", "cache-summary"}
 
 
 def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field():
@@ -672,7 +672,7 @@ def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field
     desired = desired_resources(rsp)
     assert set(desired) == set(observed)
     for key, body in desired.items():
-        if key != "capacity-summary":
+        if key not in ("capacity-summary", "cache-summary"):
             assert body["spec"] == observed[key]["spec"], key
     # The capacity summary is the same but for Ready: a held cluster takes nothing new.
     held = json.loads(desired["capacity-summary"]["data"]["summary.json"])

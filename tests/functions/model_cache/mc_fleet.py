@@ -1,5 +1,5 @@
 """The fleet a ModelCache reads, as a control plane holds it: InferenceClusters, and the
-capacity summary ConfigMaps compose-inference-cluster composes from them and the ModelReplicas
+summary ConfigMaps (capacity and cache) compose-inference-cluster composes from them and the ModelReplicas
 pinned to them; requirements resolved from it as Crossplane resolves them, round by round."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from modelplane_common.testing import make_request
 
 
 def summary_configmap(cluster: dict, replicas: Iterable[dict] = ()) -> dict:
-    """The ConfigMap compose-inference-cluster composes for ``cluster`` (plan.
+    """The cache summary ConfigMap compose-inference-cluster composes for ``cluster`` (plan.
     _compose_capacity_summary), from the status the cluster reports and its replicas."""
     name = cluster["metadata"]["name"]
     status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
     on_it = [r for r in replicas if (r.get("spec") or {}).get("clusterName") == name]
     content = cs.summary(cluster, status, on_it)
-    return cs.configmap(name, cluster["metadata"].get("labels") or {}, content)
+    return cs.cache_configmap(name, cluster["metadata"].get("labels") or {}, content)
 
 
 def fleet(

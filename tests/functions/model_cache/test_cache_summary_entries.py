@@ -52,12 +52,32 @@ def test_caches_list_the_replicas_mounting_each_cache_in_any_order():
     }
     again = cs.summary(CLUSTER, {}, list(reversed(replicas)))
     assert json.dumps(again, sort_keys=True) == json.dumps(content, sort_keys=True)
-    labels = cs.configmap("c", {"tier": "demo"}, content)["metadata"]["labels"]
+    cache_summary = cs.cache_configmap("c", {"tier": "demo"}, content)
+    labels = cache_summary["metadata"]["labels"]
     digest = hashlib.sha256(b"ml-team/qwen").hexdigest()[:16]
     assert labels[f"modelplane.ai/cache-{digest}"] == "true"
     assert labels[cs.cache_label("team-b", "qwen")] == "true"
-    assert len([k for k in labels if k.startswith("modelplane.ai/cache-")]) == 2
+    assert labels[cs.CACHE_SUMMARY_LABEL] == "true" and cs.SUMMARY_LABEL not in labels
+    assert len([k for k in labels if k.startswith("modelplane.ai/cache-")]) == 3
     assert labels["tier"] == "demo"
+    assert cs.parse(cache_summary)["caches"] == content["caches"]
+    # The scheduler's summary neither lists nor is labelled by the caches.
+    capacity = cs.configmap("c", {"tier": "demo"}, content)
+    assert "caches" not in cs.parse(capacity)
+    assert not [k for k in capacity["metadata"]["labels"] if k.startswith(cs.CACHE_LABEL_PREFIX)]
+
+
+def test_the_cache_summary_leaves_out_the_replicas_and_pools_the_cache_never_reads():
+    replicas = [replica(f"r-{i}", "ml-team", "qwen", "ml-team") for i in range(20)]
+    status = {"providerConfigRef": {"name": "c-pc"}, "gpuPools": [{"name": "l4", "nodes": 2}]}
+    content = cs.summary(CLUSTER, status, replicas)
+    cache_summary = cs.cache_configmap("c", {}, content)
+    read = cs.parse(cache_summary)
+    assert "replicas" not in read and "shapes" not in read and "gpuPools" not in read["status"]
+    assert read["status"]["providerConfigRef"] == {"name": "c-pc"}
+    assert len(cache_summary["data"][cs.DATA_KEY]) < len(
+        cs.configmap("c", {}, content)["data"][cs.DATA_KEY]
+    )
 
 
 def test_the_summary_keeps_only_the_source_and_its_cache_override():

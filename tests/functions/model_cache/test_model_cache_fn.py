@@ -158,7 +158,7 @@ def test_first_call_only_asks_for_the_selected_clusters_summaries():
     )
     assert dict(wanted.match_labels.labels) == {
         "modelplane.ai/tier": "frontier",
-        "modelplane.ai/capacity-summary": "true",
+        "modelplane.ai/cache-summary": "true",
     }
 
 
@@ -629,10 +629,9 @@ def test_the_cache_examples_capacity_summaries_are_the_ones_its_clusters_publish
     objects = load_objects(str(EXAMPLES / "clusters.yaml"))
     committed = [o for o in objects if o["kind"] == "ConfigMap"]
     assert [c["metadata"]["name"] for c in committed] == [
-        "capacity-gke-us-central",
-        "capacity-eks-us-east",
-        "capacity-onprem-a100",
-        "capacity-gke-europe-west",
+        f"{kind}-{cluster}"
+        for cluster in ("gke-us-central", "eks-us-east", "onprem-a100", "gke-europe-west")
+        for kind in ("capacity", "caches")
     ]
     assert committed == summaries(objects)
 

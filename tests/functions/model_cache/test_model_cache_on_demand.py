@@ -100,7 +100,7 @@ def test_without_a_selector_the_first_call_asks_only_for_the_clusters_it_is_moun
     )
     assert dict(wanted.match_labels.labels) == {
         cs.cache_label(NS, CACHE): "true",
-        "modelplane.ai/capacity-summary": "true",
+        "modelplane.ai/cache-summary": "true",
     }
 
 
@@ -147,7 +147,7 @@ def test_a_staged_cluster_keeps_its_weights_after_its_replicas_leave_while_it_ex
     assert (wanted.kind, wanted.namespace, wanted.match_name) == (
         "ConfigMap",
         "modelplane-system",
-        "capacity-eks-us-east",
+        "caches-eks-us-east",
     )
     assert [c["name"] for c in status(rsp)["clusters"]] == ["eks-us-east", "onprem"]
 
@@ -173,7 +173,7 @@ def test_a_staged_cluster_whose_summary_is_missing_or_unreadable_is_held():
             for key, body in observed.items():
                 assert objects[key]["spec"] == body["spec"], (broken, xr["spec"])
             (entry,) = [c for c in status(rsp)["clusters"] if c["name"] == "eks-us-east"]
-            assert "capacity-eks-us-east" in entry["message"]
+            assert "caches-eks-us-east" in entry["message"]
             assert "kept as they are" in entry["message"]
             assert entry["phase"] == "Ready"  # its replicas' pods may still start there
 
@@ -182,7 +182,7 @@ def test_malformed_cache_users_in_a_summary_hold_an_unmatched_clusters_pvc():
     observed = staged_on_eks()
     objects = mc_fleet.fleet(FLEET)
     for body in objects:
-        if body["kind"] == "ConfigMap" and body["metadata"]["name"] == "capacity-eks-us-east":
+        if body["kind"] == "ConfigMap" and body["metadata"]["name"] == "caches-eks-us-east":
             body["data"][cs.DATA_KEY] = body["data"][cs.DATA_KEY].replace(
                 '"caches":{}', f'"caches":{{"{NS}/{CACHE}":"oops"}}'
             )

@@ -107,7 +107,7 @@ def test_the_cache_learns_who_mounts_it_from_the_summaries_of_its_staged_cluster
     assert (wanted.kind, wanted.namespace, wanted.match_name) == (
         "ConfigMap",
         "modelplane-system",
-        "capacity-gke-us-central",
+        "caches-gke-us-central",
     )
     # No ModelReplica is read: they are counted by the cluster that runs them.
     assert {r.kind for r in rsp.requirements.resources.values()} == {"ConfigMap"}

@@ -134,5 +134,10 @@ def test_the_demo_fleets_capacity_summaries_are_the_ones_its_clusters_publish():
     (`modelplane summarize`) would render against a stale fleet."""
     objects = load_objects(CLUSTERS)
     committed = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert [c["metadata"]["name"] for c in committed] == ["capacity-lab-east", "capacity-lab-west"]
+    assert [c["metadata"]["name"] for c in committed] == [
+        "capacity-lab-east",
+        "caches-lab-east",
+        "capacity-lab-west",
+        "caches-lab-west",
+    ]
     assert committed == summaries(objects)

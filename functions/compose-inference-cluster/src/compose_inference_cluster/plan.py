@@ -54,6 +54,7 @@ OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 CACHE_OBJECTS_REQUIREMENT = "cache-objects"
 # The status fields this function owns (and re-publishes unchanged on a hold).
 KEY_CAPACITY_SUMMARY = "capacity-summary"
+KEY_CACHE_SUMMARY = "cache-summary"
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
 
@@ -175,20 +176,21 @@ def _compose_capacity_summary(
     *,
     ready: bool | None = None,
 ) -> None:
-    """The cluster's capacity summary for the fleet scheduler (design/capacity.md). While its
-    replicas are not resolved the last one is kept: a summary missing its replicas would read
-    as free capacity."""
+    """The cluster's capacity summary for the fleet scheduler and its cache summary for
+    compose-model-cache (design/capacity.md). While its replicas are not resolved the last
+    ones are kept: a summary missing its replicas would read as free capacity."""
+    keys = (KEY_CAPACITY_SUMMARY, KEY_CACHE_SUMMARY)
     if replicas is None:
-        if KEY_CAPACITY_SUMMARY in observed:
-            outcome.compose(KEY_CAPACITY_SUMMARY, held(observed[KEY_CAPACITY_SUMMARY]), ready=True)
+        for key in keys:
+            if key in observed:
+                outcome.compose(key, held(observed[key]), ready=True)
         return
     name = tolerant.name_of(xr)
     content = capacity_summary.summary(xr, outcome.composite_status, replicas, ready=ready)
     labels = tolerant.mapping(xr, "metadata", "labels") or {}
     # A ConfigMap has no Ready condition to wait for.
-    outcome.compose(
-        KEY_CAPACITY_SUMMARY, capacity_summary.configmap(name, labels, content), ready=True
-    )
+    for key, body in zip(keys, capacity_summary.configmaps(name, labels, content), strict=True):
+        outcome.compose(key, body, ready=True)
 
 
 def _pool_conditions(

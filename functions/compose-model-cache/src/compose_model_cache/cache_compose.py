@@ -284,7 +284,7 @@ def _keep_unmatched(
             )
         elif not users.known(cluster):
             message = (
-                "the cluster's capacity summary does not list this cache's replicas readably; "
+                "the cluster's cache summary does not list this cache's replicas readably; "
                 "its PVC and Job are kept as they are"
             )
         else:

@@ -1,8 +1,10 @@
-"""What compose-model-cache reads of the fleet: capacity summaries, not InferenceClusters and
+"""What compose-model-cache reads of the fleet: cache summaries, not InferenceClusters and
 ModelReplicas (issue 23; design/cache-staging.md).
 
-A cache requires, all ConfigMaps in ``modelplane-system`` that compose-inference-cluster
-publishes (``modelplane_common.capacity_summary``):
+A cache requires, all cache summary ConfigMaps (``caches-<cluster>``) in ``modelplane-system``
+that compose-inference-cluster publishes (``modelplane_common.capacity_summary``): the
+cluster's labels, source and provider config, and who mounts which cache there, not the
+replicas the scheduler reads:
 
 * ``clusters``: with a ``clusterSelector``, the summaries carrying its labels (the clusters
   it stages on); without one, the summaries carrying the cache's own ``cache_label``: the
@@ -61,9 +63,11 @@ def requirements(
         labels = {cs.cache_label(namespace, name): "true"}
     else:
         labels = {str(k): str(v) for k, v in match_labels.items()}
-    wanted = {CLUSTERS: _summary_selector(match_labels=labels | {cs.SUMMARY_LABEL: "true"})}
+    selected = labels | {cs.CACHE_SUMMARY_LABEL: "true"}
+    wanted = {CLUSTERS: _summary_selector(match_labels=selected)}
     for cluster in sorted(set(staged)):
-        wanted[staged_key(cluster)] = _summary_selector(match_name=cs.configmap_name(cluster))
+        name = cs.cache_configmap_name(cluster)
+        wanted[staged_key(cluster)] = _summary_selector(match_name=name)
     for cluster in sorted(set(unsummarised)):
         wanted[cluster_key(cluster)] = Selector(
             "modelplane.ai/v1alpha1", "InferenceCluster", match_name=cluster
@@ -78,7 +82,7 @@ def unlisted(required: Required, staged: Iterable[str]) -> list[str] | None:
     if items is None:
         return None
     names = {_configmap_name(item) for item in items}
-    return sorted(c for c in set(staged) if cs.configmap_name(c) not in names)
+    return sorted(c for c in set(staged) if cs.cache_configmap_name(c) not in names)
 
 
 def _configmap_name(item: Any) -> str | None:
@@ -113,10 +117,11 @@ def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
     return content
 
 
-def _summarised_cluster(item: Any, staged: Iterable[str]) -> str | None:
-    """The staged cluster an unreadable summary ConfigMap is named for, if any."""
+def _summarised_cluster(item: Any, by_configmap: Mapping[str, str]) -> str | None:
+    """The staged cluster a summary ConfigMap is named for, if any (``by_configmap``: staged
+    clusters by the name of their summary ConfigMap)."""
     name = _configmap_name(item)
-    return next((c for c in staged if cs.configmap_name(c) == name), None)
+    return by_configmap.get(name) if name is not None else None
 
 
 def read(required: Required, staged: Iterable[str]) -> Fleet | None:
@@ -126,10 +131,11 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
         return None
     fleet = Fleet([], {}, {}, set())
     staged = sorted(set(staged))
+    by_configmap = {cs.cache_configmap_name(c): c for c in staged}
     # A staged cluster's summary is taken from ``clusters`` when that returned it.
     listed: dict[str, Mapping[str, Any] | cs.UnreadableSummaryError] = {}
     for item in selected_items:
-        cluster = _summarised_cluster(item, staged)
+        cluster = _summarised_cluster(item, by_configmap)
         try:
             content = _parse(item)
         except cs.UnreadableSummaryError as err:
@@ -138,7 +144,7 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
             # Nothing new is staged there. Whether it still matches is unknown: a staged
             # cluster it names keeps everything as observed.
             if cluster is not None:
-                where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
+                where = f"cache summary ConfigMap {cs.NAMESPACE}/{cs.cache_configmap_name(cluster)}"
                 fleet.unknown[cluster] = f"{where} cannot be read ({err})"
             continue
         if cluster is not None:
@@ -147,7 +153,7 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
             fleet.summaries[content["cluster"]] = content
             fleet.selected.append(content["cluster"])
     for cluster in staged:
-        where = f"capacity summary ConfigMap {cs.NAMESPACE}/{cs.configmap_name(cluster)}"
+        where = f"cache summary ConfigMap {cs.NAMESPACE}/{cs.cache_configmap_name(cluster)}"
         if cluster in listed:
             _take_listed(fleet, cluster, listed[cluster], where)
             continue
