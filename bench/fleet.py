@@ -653,7 +653,8 @@ def _route(namespace: str, dep: str, backends: list[str]) -> JSON:
 _REMOTE_STATUS: dict[str, JSON] = {
     "PersistentVolumeClaim": {"phase": "Bound", "accessModes": ["ReadWriteMany"],
                               "capacity": {"storage": "160Gi"}},
-    "Job": {"succeeded": 1, "startTime": CREATED, "completionTime": CREATED},
+    "Job": {"succeeded": 1, "startTime": CREATED, "completionTime": CREATED,
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": CREATED}]},
     "Deployment": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
                    "updatedReplicas": 1, "observedGeneration": 1},
 }  # fmt: skip

@@ -7,11 +7,15 @@ Crossplane's FetchingFunctionRunner resolves them (``modelplane.pipeline``): cal
 fetch what the response asks for from the fleet (a Get by name, a List by labels and
 namespace), call again, until the requirements are stable. The fleet is bench/fleet.py's.
 
-Per function and size it prints the final request's size, how many objects Crossplane fetched
-over all rounds, the call time (fastest and median), and the time this process takes merely
-to decode the same request: ``RunFunctionRequest.FromString`` on its bytes plus the plain
-dicts every function's shared ``Request`` helper gives (the XR, observed and desired state,
-context, and every required object).
+Per function and size it measures two reconciles: the first (nothing composed yet) and the
+steady one (reconciled again, each time with what it composed observed as its controller
+reports it, managedFields included, until it composes the same resources again). For each it
+prints the final request's size, how many objects Crossplane fetched for it, the call time
+(fastest and median), the time this process takes merely to decode the same request
+(``RunFunctionRequest.FromString`` on its bytes plus the plain dicts every function's shared
+``Request`` helper gives: the XR, observed and desired state, context, every required object,
+and the JSON in a ConfigMap's data), and the round trip of the same request to a servicer that
+answers at once (``null_ms``, bench/null_function.py): what a call costs before any work.
 
 Run: ``uv run python bench/fleet_scale.py`` (``--sizes 100 --repeat 3`` for a quick run,
 ``--json`` for machine-readable rows).
@@ -54,6 +58,9 @@ FUNCTIONS = (
     "compose-model-replica",
 )
 BIN = Path(sys.executable).parent  # the workspace virtualenv's console scripts
+# A servicer that answers at once (bench/null_function.py): a call's cost before any work.
+NULL = "null"
+NULL_FUNCTION = Path(__file__).resolve().parent / "null_function.py"
 CALL_TIMEOUT = 600.0
 MIB = 1024 * 1024
 DEFAULT_LIMIT_MIB = 4  # the functions' --max-recv-message-size default, and gRPC's
@@ -87,8 +94,14 @@ def served(name: str, limit_mib: int | None = None) -> Iterator[grpcv1.FunctionR
     flags = ["--max-recv-message-size", str(limit_mib)] if limit_mib else []
     options = [("grpc.max_receive_message_length", limit_mib * MIB)] if limit_mib else []
     with tempfile.TemporaryFile() as errors:
+        address = f"127.0.0.1:{port}"
+        if name == NULL:
+            command = [sys.executable, str(NULL_FUNCTION), address]
+            command += [str(limit_mib)] if limit_mib else []
+        else:
+            command = [str(BIN / name), "--insecure", "--address", address, *flags]
         process = subprocess.Popen(
-            [str(BIN / name), "--insecure", "--address", f"127.0.0.1:{port}", *flags],
+            command,
             stdout=subprocess.DEVNULL,  # one JSON line per request: what it logs, not timed
             stderr=errors,
         )
@@ -157,17 +170,17 @@ def _reconcile(
     return rsp, _fatal(rsp)
 
 
-def steady_request(xr: JSON, first: fnv1.RunFunctionResponse, tag: str) -> fnv1.RunFunctionRequest:
-    """The reconcile after ``first`` once everything it composed exists: each composed
-    resource observed as its controller reports it (bench/fleet.py), and the XR with the
-    status ``first`` wrote under the status the fleet gives it (a cache staged and Ready)."""
-    written = to_plain(first.desired.composite.resource).get("status") or {}
-    composite = xr | {"status": written | (xr.get("status") or {})}
+def steady_request(xr: JSON, last: fnv1.RunFunctionResponse, tag: str) -> fnv1.RunFunctionRequest:
+    """The reconcile after ``last`` once everything it composed exists: each composed
+    resource observed as its controller reports it (bench/fleet.py: Ready, a Job complete),
+    and the XR with the status ``last`` wrote."""
+    written = to_plain(last.desired.composite.resource).get("status") or {}
+    composite = xr | {"status": (xr.get("status") or {}) | written}
     observed = {
         key: fnv1.Resource(
             resource=to_struct(fleet.observed_as_reported(xr, key, to_plain(item.resource)))
         )
-        for key, item in first.desired.resources.items()
+        for key, item in last.desired.resources.items()
     }
     return fnv1.RunFunctionRequest(
         meta=fnv1.RequestMeta(tag=tag, capabilities=CAPABILITIES),
@@ -179,24 +192,29 @@ def steady_request(xr: JSON, first: fnv1.RunFunctionResponse, tag: str) -> fnv1.
 
 def _timed(
     row: Row,
-    stub: grpcv1.FunctionRunnerServiceStub,
+    stubs: tuple[grpcv1.FunctionRunnerServiceStub, grpcv1.FunctionRunnerServiceStub],
     request: fnv1.RunFunctionRequest,
     rsp: fnv1.RunFunctionResponse | None,
     error: str | None,
     *,
     repeat: int,
 ) -> Row:
-    """``repeat`` calls of the final ``request``, alternating with ``repeat`` decodes of it."""
+    """``repeat`` calls of the final ``request`` (``stubs``: the function's, then the null
+    servicer's), alternating with ``repeat`` decodes of it."""
+    stub, null = stubs
     data = request.SerializeToString()
     row["request_bytes"] = len(data)
     calls: list[float] = []
+    nulls: list[float] = []
     decodes: list[float] = []
     for _ in range(repeat):
         decodes.append(_ms(lambda: decode(data)))
         if error is None:
             calls.append(_ms(lambda: stub.RunFunction(request, timeout=CALL_TIMEOUT)))
+            nulls.append(_ms(lambda: null.RunFunction(request, timeout=CALL_TIMEOUT)))
     row["call_ms"] = round(min(calls), 1) if calls else None
     row["call_median_ms"] = round(statistics.median(calls), 1) if calls else None
+    row["null_ms"] = round(min(nulls), 1) if nulls else None
     row["decode_ms"] = round(min(decodes), 1)
     row["decode_median_ms"] = round(statistics.median(decodes), 1)
     if rsp is not None:
@@ -208,33 +226,49 @@ def _timed(
     return row
 
 
+# Reconciles the steady state may take to settle (a cache hydrates 64 clusters at a time).
+SETTLE_ROUNDS = 40
+
+
 def measure(
     name: str,
-    stub: grpcv1.FunctionRunnerServiceStub,
+    stubs: tuple[grpcv1.FunctionRunnerServiceStub, grpcv1.FunctionRunnerServiceStub],
     built: fleet.Fleet,
     pool: CountingPool,
     repeat: int,
 ) -> list[Row]:
-    """Two reconciles of the function's XR, requirements resolved as Crossplane resolves
-    them: the first (nothing composed yet) and the steady one after it (everything the first
-    composed observed, as it is most of the time). Each is timed on its final request."""
-    rows = []
+    """The function's XR reconciled, requirements resolved as Crossplane resolves them: the
+    first reconcile (nothing composed yet), then again and again, each time with what the
+    last composed observed as its controller reports it, until the function composes the
+    same resources as the time before: the steady state, as it is most of the time. The
+    first and the steady reconcile are timed on their final request."""
+    stub = stubs[0]
     xr = built.xrs[name]
     tag = f"{name}-{built.clusters}"
     request = fnv1.RunFunctionRequest(
         meta=fnv1.RequestMeta(tag=tag, capabilities=CAPABILITIES),
         observed=fnv1.State(composite=fnv1.Resource(resource=to_struct(xr))),
     )
-    for reconcile in ("first", "steady"):
+    pool.fetched = 0
+    rsp, error = _reconcile(stub, request, pool)
+    rows = [_timed(_row(name, built, "first", pool), stubs, request, rsp, error, repeat=repeat)]
+    if rsp is None or error is not None:
+        return rows  # nothing composed: there is no steady state to measure
+    for _ in range(SETTLE_ROUNDS):
+        composed = set(rsp.desired.resources)
+        request = steady_request(xr, rsp, tag)
         pool.fetched = 0
         rsp, error = _reconcile(stub, request, pool)
-        row: Row = {"function": name, "clusters": built.clusters, "replicas": built.replicas,
-                    "reconcile": reconcile, "fetched_objects": pool.fetched}  # fmt: skip
-        rows.append(_timed(row, stub, request, rsp, error, repeat=repeat))
-        if rsp is None:
-            break  # nothing composed: there is no steady state to measure
-        request = steady_request(xr, rsp, tag)
+        if rsp is None or error is not None or set(rsp.desired.resources) == composed:
+            break
+    steady = _row(name, built, "steady", pool)
+    rows.append(_timed(steady, stubs, request, rsp, error, repeat=repeat))
     return rows
+
+
+def _row(name: str, built: fleet.Fleet, reconcile: str, pool: CountingPool) -> Row:
+    return {"function": name, "clusters": built.clusters, "replicas": built.replicas,
+            "reconcile": reconcile, "fetched_objects": pool.fetched}  # fmt: skip
 
 
 def run(
@@ -250,11 +284,12 @@ def run(
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
         stubs = {name: stack.enter_context(served(name, limit_mib)) for name in functions}
+        null = stack.enter_context(served(NULL, limit_mib))
         for size in sizes:
             built = fleet.build(size, shapes, deployments=deployments)
             pool = CountingPool(built.objects)
             for name in (f for f in functions if f in built.xrs):
-                for row in measure(name, stubs[name], built, pool, repeat):
+                for row in measure(name, (stubs[name], null), built, pool, repeat):
                     row["limit_mib"] = limit_mib or DEFAULT_LIMIT_MIB
                     rows.append(row)
                     if on_row is not None:
@@ -265,7 +300,7 @@ def run(
 HEADER = (
     f"{'function':<26} {'clusters':>8} {'replicas':>8} {'reconcile':>9} {'request':>9} "
     f"{'fetched':>8} "
-    f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11}  result"
+    f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11} {'null ms':>8}  result"
 )
 
 
@@ -277,6 +312,7 @@ def format_row(row: Row) -> str:
     ratio = (
         f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] and row["decode_ms"] else "-"
     )
+    null_ = f"{row['null_ms']:.1f}" if row.get("null_ms") is not None else "-"
     if "error" in row:
         result = row["error"]
     elif row["function"] == "compose-model-deployment":
@@ -286,7 +322,7 @@ def format_row(row: Row) -> str:
     return (
         f"{row['function']:<26} {row['clusters']:>8} {row['replicas']:>8} {row['reconcile']:>9} "
         f"{row['request_bytes'] / 1e6:>8.2f}M {row['fetched_objects']:>8} {call:>17} "
-        f"{decode_:>19} {ratio:>11}  {result}"
+        f"{decode_:>19} {ratio:>11} {null_:>8}  {result}"
     )
 
 

@@ -124,12 +124,14 @@ def test_deleted_cluster_replicas_are_re_placed_and_nothing_else_moves(fleet: Co
     assert change.recreated == set()
     assert not change.touched & untouched
     # Only the references of the owners of what went or came, the route, and lab-west's
-    # capacity summary (it counts the replica placed there now) changed.
+    # capacity and cache summaries (they count the replica placed there now, which mounts
+    # the cache) changed.
     assert change.changed == {
         f"ModelDeployment/{NAMESPACE}/{QWEN}",
         f"ModelCache/{NAMESPACE}/{QWEN}",
         "InferenceCluster/lab-west",
         "ConfigMap/modelplane-system/capacity-lab-west",
+        "ConfigMap/modelplane-system/caches-lab-west",
         label(fleet.composed_by(find(fleet, "ModelService", "chat"))[0]),
     }
 

@@ -1,5 +1,5 @@
 """The fleet a ModelCache reads, as a control plane holds it: InferenceClusters, and the
-summary ConfigMaps (capacity and cache) compose-inference-cluster composes from them and the ModelReplicas
+cache summary ConfigMaps compose-inference-cluster composes from them and the ModelReplicas
 pinned to them; requirements resolved from it as Crossplane resolves them, round by round."""
 
 from __future__ import annotations

@@ -25,6 +25,11 @@ from compose_model_cache import staging
 
 CLUSTERS = inputs.CLUSTERS
 CLUSTERS_MATCHED = "ClustersMatched"
+# At most this many clusters hydrate one cache at once; the rest wait, with nothing composed.
+# It bounds the burst on the model hub (each Job downloads the whole model) and the cache's
+# own request, which carries every composed Object as observed: a hydration Job is the
+# largest (design/cache-staging.md, "Size").
+MAX_HYDRATING = 64
 ARTIFACT_READY = "ArtifactReady"
 
 
@@ -99,6 +104,7 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     reported = {tolerant.text(e, "name") for e in tolerant.maps(previous, "clusters")}
     statuses = []
     phases = []
+    waiting = _waiting(matched, observed, users, remote=remote, was_ready=was_ready)
     for cluster in matched:
         moved = slots.moved(observed, cluster.name, remote)
         pvc_key = objects.pvc_key(cluster.name, moved=moved)
@@ -132,6 +138,12 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
                     outcome.compose(
                         key, held(observed[key]), ready=staging.object_ready(observed[key])
                     )
+            continue
+        if cluster.name in waiting:
+            entry["message"] = (
+                f"waiting to hydrate: at most {MAX_HYDRATING} clusters hydrate at once"
+            )
+            statuses.append(entry)
             continue
         statuses.append(entry)
 
@@ -173,6 +185,36 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
         ready_count=ready_count,
     )
     return outcome
+
+
+def _waiting(
+    matched: list[staging.MatchedCluster],
+    observed: dict[str, JSON],
+    users: slots.CacheUsers,
+    *,
+    remote: str,
+    was_ready: set[str],
+) -> set[str]:
+    """Matched clusters with nothing composed yet that wait for a hydration slot: those past
+    MAX_HYDRATING in flight, clusters where replicas mounting the cache wait first, then by
+    name. A cluster with anything observed is never among them (omission deletes it)."""
+    busy = 0
+    fresh = []
+    for cluster in matched:
+        if not cluster.provider_config:
+            continue
+        moved = slots.moved(observed, cluster.name, remote)
+        pvc = observed.get(objects.pvc_key(cluster.name, moved=moved))
+        job = observed.get(objects.job_key(cluster.name, moved=moved))
+        if pvc is None and job is None:
+            fresh.append(cluster.name)
+        elif staging.derive_phase(pvc, job, cluster.name in was_ready).phase in (
+            "Pending",
+            "Hydrating",
+        ):
+            busy += 1
+    fresh.sort(key=lambda name: (not users.on(name), name))
+    return set(fresh[max(0, MAX_HYDRATING - busy) :])
 
 
 def _conditions(outcome: Outcome, phases: list[str], *, on_demand: bool) -> None:

@@ -1,0 +1,148 @@
+"""Through real gRPC: a ModelCache hydrates at most MAX_HYDRATING clusters at once. The rest
+wait with nothing composed, reported Pending with the reason; clusters where replicas mounting
+the cache wait go first; a cluster with anything composed is never held back (omission would
+delete it). Bounds the burst on the model hub and the cache's request
+(design/cache-staging.md, "Size")."""
+
+from __future__ import annotations
+
+import copy
+
+import mc_fleet
+from compose_model_cache.cache_compose import MAX_HYDRATING
+from modelplane_common.plain import to_plain
+
+NS = "ml-team"
+FRONTIER = {"modelplane.ai/tier": "frontier"}
+EXTRA = 6
+NAMES = [f"c-{i:03d}" for i in range(MAX_HYDRATING + EXTRA)]
+
+
+def cache(selector: dict | None = FRONTIER, status: dict | None = None) -> dict:
+    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
+    if selector is not None:
+        spec["clusterSelector"] = {"matchLabels": selector}
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": "llama-70b", "namespace": NS},
+        "spec": spec,
+    }
+    if status is not None:
+        xr["status"] = status
+    return xr
+
+
+def cluster(name: str) -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": dict(FRONTIER)},
+        "spec": {"cluster": {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}},
+        "status": {"providerConfigRef": {"name": f"{name}-pc"}},
+    }
+
+
+FLEET = [cluster(n) for n in NAMES]
+
+
+def replica(name: str, on: str) -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"modelplane.ai/modelcache": "llama-70b"},
+        },
+        "spec": {"clusterName": on},
+        "status": {"remoteNamespace": NS},
+    }
+
+
+def desired(rsp) -> dict[str, dict]:
+    return {k: to_plain(r.resource) for k, r in rsp.desired.resources.items()}
+
+
+def clusters_status(rsp) -> dict[str, dict]:
+    status = to_plain(rsp.desired.composite.resource)["status"]
+    return {entry["name"]: entry for entry in status["clusters"]}
+
+
+def observe(objects: dict[str, dict], *, complete: bool = False) -> dict[str, dict]:
+    """The Objects as provider-kubernetes reports them: PVCs Bound, Jobs running (or done)."""
+    seen = {}
+    for key, composed in objects.items():
+        body = copy.deepcopy(composed)
+        remote = copy.deepcopy(body["spec"]["forProvider"]["manifest"])
+        if key.startswith("ns-pvc-") or key.startswith("pvc-"):
+            remote["status"] = {"phase": "Bound"}
+        elif complete:
+            remote["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        body["status"] = {
+            "atProvider": {"manifest": remote},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        seen[key] = body
+    return seen
+
+
+def _slots(objects: dict[str, dict]) -> set[str]:
+    """Clusters with a PVC and a Job composed."""
+    pvcs = {k.split("pvc-", 1)[1] for k in objects if "pvc-" in k}
+    jobs = {k.split("hydrate-", 1)[1] for k in objects if "hydrate-" in k}
+    assert jobs <= pvcs
+    return jobs
+
+
+def test_at_most_max_hydrating_clusters_start_and_the_rest_wait_reported():
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET))
+    objects = desired(rsp)
+    started = _slots(objects)
+    assert started == set(NAMES[:MAX_HYDRATING])
+    # A waiting cluster has nothing composed (no PVC either) and says why.
+    assert not any(name in key for key in objects for name in NAMES[MAX_HYDRATING:])
+    status = clusters_status(rsp)
+    assert set(status) == set(NAMES)
+    for name in NAMES[MAX_HYDRATING:]:
+        assert status[name]["phase"] == "Pending"
+        assert f"at most {MAX_HYDRATING} clusters hydrate at once" in status[name]["message"]
+
+
+def test_clusters_where_replicas_wait_for_the_weights_go_first():
+    users = [replica("r-0", NAMES[-1]), replica("r-1", NAMES[-2])]
+    rsp = mc_fleet.run(cache(selector=None), mc_fleet.fleet(FLEET, users))
+    # Without a selector only the two clusters with replicas are staged at all.
+    assert _slots(desired(rsp)) == {NAMES[-1], NAMES[-2]}
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, users))
+    started = _slots(desired(rsp))
+    assert {NAMES[-1], NAMES[-2]} <= started and len(started) == MAX_HYDRATING
+
+
+def test_a_finished_cluster_frees_its_slot_for_a_waiting_one():
+    first = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET)))
+    observed = observe(first, complete=True)
+    # All 64 Jobs completed: the next reconcile reports them Ready and drops their Jobs...
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET), observed)
+    status = clusters_status(rsp)
+    assert {n for n, e in status.items() if e["phase"] == "Ready"} == set(NAMES[:MAX_HYDRATING])
+    # ...and starts the waiting ones, while every staged PVC stays.
+    objects = desired(rsp)
+    assert _slots(objects) == set(NAMES[MAX_HYDRATING:])
+    for key in (k for k in observed if "pvc-" in k):
+        assert objects[key]["spec"] == observed[key]["spec"]
+
+
+def test_running_hydrations_are_never_dropped_even_over_the_limit():
+    """A cache that hydrated more clusters at once (before the limit, or after a restore that
+    lost its status) keeps every Object it has; only new clusters wait."""
+    more = [cluster(f"d-{i:03d}") for i in range(MAX_HYDRATING + 10)]
+    observed = {}
+    for body in more:
+        single = desired(mc_fleet.run(cache(), mc_fleet.fleet([body])))
+        observed |= observe(single)  # PVC Bound, Job still running
+    fleet = mc_fleet.fleet([*more, *FLEET])
+    objects = desired(mc_fleet.run(cache(), fleet, observed))
+    for key, body in observed.items():
+        assert objects[key]["spec"] == body["spec"], key
+    assert _slots(objects) == {b["metadata"]["name"] for b in more}  # nothing new starts
