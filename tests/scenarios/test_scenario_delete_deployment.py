@@ -78,7 +78,10 @@ def test_deleting_a_deployment_removes_exactly_what_it_composed(fleet: ControlPl
     assert change.changed == {
         "InferenceCluster/lab-east",  # its references, without the guard
         label(fleet.composed_by(service)[0]),  # the route
-        # The clusters' capacity summaries no longer count the deleted replicas.
+        # The clusters' capacity summaries no longer count the deleted replicas, nor their
+        # cache summaries list them as mounting the cache.
         "ConfigMap/modelplane-system/capacity-lab-east",
         "ConfigMap/modelplane-system/capacity-gke-us",
+        "ConfigMap/modelplane-system/caches-lab-east",
+        "ConfigMap/modelplane-system/caches-gke-us",
     }

@@ -163,4 +163,5 @@ def test_scale_up_past_capacity_then_down_moves_only_what_it_must(fleet: Control
         label(fleet.composed_by(find(fleet, "ModelService", "chat"))[0]),
         "InferenceCluster/lab-east",
         "ConfigMap/modelplane-system/capacity-lab-east",  # counts fewer replicas
+        "ConfigMap/modelplane-system/caches-lab-east",  # lists fewer mounting the cache
     }

@@ -25,8 +25,8 @@ reader reads, because a reader fetches whole ConfigMaps:
   API server, and a shard label (sha256 of the cluster name, mod ``SHARDS``), so a deployment
   in a large fleet can read a part of it;
 * ``caches-<cluster>`` (``cache_configmap``), for compose-model-cache: the cluster's labels,
-  spec and status without its pools, and ``caches``, not the replicas (a tenth of the bytes:
-  a cache staged on hundreds of clusters reads them all, beside its observed PVCs). It carries
+  source and provider config, and ``caches``, not the replicas (a fraction of the bytes: a
+  cache staged on hundreds of clusters reads them all, beside its observed PVCs). It carries
   the cluster's own labels (a cache's ``clusterSelector``) and per ModelCache mounted there a
   ``cache_label``, so a cache without a ``clusterSelector`` reads only the clusters it is used
   on.
@@ -255,13 +255,16 @@ def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
 
 
 def cache_configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
-    """The cache summary ConfigMap: ``content`` without the replicas and the pools, labelled
-    with the cluster's own labels, the cache summary label and one ``cache_label`` per
-    ModelCache mounted there."""
-    data = {k: v for k, v in content.items() if k not in ("replicas", "shapes")}
-    status = data.get("status")
-    if isinstance(status, dict):
-        data["status"] = {k: v for k, v in status.items() if k != "gpuPools"}
+    """The cache summary ConfigMap: of ``content`` only what compose-model-cache reads (the
+    cluster's labels, source and provider config, and ``caches``), so a replica placed, a
+    condition or a taint changing does not rewrite it unless it changes who mounts a cache;
+    labelled with the cluster's own labels, the cache summary label and one ``cache_label``
+    per ModelCache mounted there."""
+    spec = content.get("spec") if isinstance(content.get("spec"), dict) else {}
+    status = content.get("status") if isinstance(content.get("status"), dict) else {}
+    data = {k: content[k] for k in ("version", "cluster", "labels", "caches") if k in content}
+    data["spec"] = {k: spec[k] for k in ("cluster",) if k in spec}
+    data["status"] = {k: status[k] for k in ("providerConfigRef",) if k in status}
     own = _own_labels(labels)
     caches = content.get("caches") if isinstance(content.get("caches"), dict) else {}
     for key in caches:

@@ -67,14 +67,28 @@ def test_caches_list_the_replicas_mounting_each_cache_in_any_order():
     assert not [k for k in capacity["metadata"]["labels"] if k.startswith(cs.CACHE_LABEL_PREFIX)]
 
 
-def test_the_cache_summary_leaves_out_the_replicas_and_pools_the_cache_never_reads():
+def test_the_cache_summary_keeps_only_what_the_cache_reads():
     replicas = [replica(f"r-{i}", "ml-team", "qwen", "ml-team") for i in range(20)]
-    status = {"providerConfigRef": {"name": "c-pc"}, "gpuPools": [{"name": "l4", "nodes": 2}]}
-    content = cs.summary(CLUSTER, status, replicas)
+    status = {
+        "providerConfigRef": {"name": "c-pc"},
+        "gpuPools": [{"name": "l4", "nodes": 2}],
+        "gateway": {"address": "10.0.0.1"},
+    }
+    cluster = {**CLUSTER, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    content = cs.summary(cluster, status, replicas)
     cache_summary = cs.cache_configmap("c", {}, content)
     read = cs.parse(cache_summary)
-    assert "replicas" not in read and "shapes" not in read and "gpuPools" not in read["status"]
-    assert read["status"]["providerConfigRef"] == {"name": "c-pc"}
+    assert set(read) == {"version", "cluster", "labels", "spec", "status", "caches"}
+    assert read["status"] == {"providerConfigRef": {"name": "c-pc"}}
+    assert read["spec"] == {"cluster": content["spec"]["cluster"]}
+    # A condition or a taint changing does not rewrite it.
+    tainted = {
+        **cluster,
+        "spec": {**cluster["spec"], "taints": [{"key": "k", "effect": "NoSchedule"}]},
+    }
+    not_ready = {**tainted, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    again = cs.cache_configmap("c", {}, cs.summary(not_ready, status, replicas))
+    assert again == cache_summary
     assert len(cache_summary["data"][cs.DATA_KEY]) < len(
         cs.configmap("c", {}, content)["data"][cs.DATA_KEY]
     )

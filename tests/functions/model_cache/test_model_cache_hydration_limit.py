@@ -146,3 +146,26 @@ def test_running_hydrations_are_never_dropped_even_over_the_limit():
     for key, body in observed.items():
         assert objects[key]["spec"] == body["spec"], key
     assert _slots(objects) == {b["metadata"]["name"] for b in more}  # nothing new starts
+
+
+def test_only_running_downloads_hold_a_slot():
+    """A PVC that cannot bind (its storage class is missing) or a failed Job holds no slot:
+    such clusters do not keep the others waiting."""
+    first = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET)))
+    stuck = observe(first)
+    for key, body in stuck.items():
+        if key.startswith("pvc-"):
+            body["status"]["atProvider"]["manifest"]["status"] = {"phase": "Pending"}
+    objects = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET), stuck))
+    assert _slots(objects) == set(NAMES)  # the stuck ones are kept, the others start
+    for key, body in stuck.items():
+        assert objects[key]["spec"] == body["spec"], key
+
+
+def test_a_lost_status_does_not_hold_slots_for_staged_clusters():
+    """After a restore that stripped the cache's status, a PVC observed without its Job was
+    staged (the main loop's rule): such clusters hold no slot."""
+    first = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET)))
+    staged = {k: v for k, v in observe(first).items() if k.startswith("pvc-")}
+    objects = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET), staged))
+    assert _slots(objects) == set(NAMES[MAX_HYDRATING:])

@@ -1,6 +1,6 @@
 """compose-model-cache: per matched cluster an RWX PVC and, until staged, a hydration Job.
 
-The clusters are read from their capacity summaries (cache_inputs): with a clusterSelector
+The clusters are read from their cache summaries (cache_inputs): with a clusterSelector
 every cluster it matches; without one the clusters where replicas mounting the cache are
 placed, and those already staged while they exist (design/cache-staging.md).
 """
@@ -28,7 +28,7 @@ CLUSTERS_MATCHED = "ClustersMatched"
 # At most this many clusters hydrate one cache at once; the rest wait, with nothing composed.
 # It bounds the burst on the model hub (each Job downloads the whole model) and the cache's
 # own request, which carries every composed Object as observed: a hydration Job is the
-# largest (design/cache-staging.md, "Size").
+# largest (design/cache-staging.md, "Hydrating at most 64 clusters at once").
 MAX_HYDRATING = 64
 ARTIFACT_READY = "ArtifactReady"
 
@@ -104,7 +104,7 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     reported = {tolerant.text(e, "name") for e in tolerant.maps(previous, "clusters")}
     statuses = []
     phases = []
-    waiting = _waiting(matched, observed, users, remote=remote, was_ready=was_ready)
+    waiting = _waiting(matched, observed, users, was_ready=was_ready, reported=reported)
     for cluster in matched:
         moved = slots.moved(observed, cluster.name, remote)
         pvc_key = objects.pvc_key(cluster.name, moved=moved)
@@ -192,26 +192,38 @@ def _waiting(
     observed: dict[str, JSON],
     users: slots.CacheUsers,
     *,
-    remote: str,
     was_ready: set[str],
+    reported: set[str | None],
 ) -> set[str]:
     """Matched clusters with nothing composed yet that wait for a hydration slot: those past
-    MAX_HYDRATING in flight, clusters where replicas mounting the cache wait first, then by
-    name. A cluster with anything observed is never among them (omission deletes it)."""
+    MAX_HYDRATING hydrating, clusters where replicas mounting the cache wait first, then by
+    name. A cluster with anything observed (in either namespace) is never among them:
+    omission deletes. Only a running download (PVC Bound, Job not done) holds a slot, so a
+    PVC that cannot bind or a failed Job does not keep the others waiting."""
     busy = 0
     fresh = []
     for cluster in matched:
         if not cluster.provider_config:
             continue
-        moved = slots.moved(observed, cluster.name, remote)
-        pvc = observed.get(objects.pvc_key(cluster.name, moved=moved))
-        job = observed.get(objects.job_key(cluster.name, moved=moved))
-        if pvc is None and job is None:
+        found = {
+            key: observed[key]
+            for moved in (False, True)
+            for key in (
+                objects.pvc_key(cluster.name, moved=moved),
+                objects.job_key(cluster.name, moved=moved),
+            )
+            if key in observed
+        }
+        if not found:
             fresh.append(cluster.name)
-        elif staging.derive_phase(pvc, job, cluster.name in was_ready).phase in (
-            "Pending",
-            "Hydrating",
-        ):
+            continue
+        pvc = next((v for k, v in found.items() if "pvc" in k), None)
+        job = next((v for k, v in found.items() if "hydrate" in k), None)
+        # The main loop's latch: Ready before, or (status lost) a PVC whose Job is gone.
+        latched = cluster.name in was_ready or (
+            cluster.name not in reported and pvc is not None and job is None
+        )
+        if job is not None and staging.derive_phase(pvc, job, latched).phase == "Hydrating":
             busy += 1
     fresh.sort(key=lambda name: (not users.on(name), name))
     return set(fresh[max(0, MAX_HYDRATING - busy) :])

@@ -7,7 +7,7 @@ Two kinds of object outlive the rule "one PVC per matched cluster, in the tenant
 - the PVC on a cluster the cache's ``clusterSelector`` no longer matches, while replicas using
   the cache still run there: the ModelDeployment drains them make-before-break (D12), and
   the weights stay until they are gone;
-- the PVC on a staged cluster whose capacity summary (where the cache learns who mounts it)
+- the PVC on a staged cluster whose cache summary (where the cache learns who mounts it)
   is missing or unreadable: the users there are unknown, so everything there is held.
 """
 
@@ -24,7 +24,7 @@ from compose_model_cache import cache_objects as objects
 
 @dataclasses.dataclass(frozen=True)
 class CacheUsers:
-    """The replicas mounting the cache, by cluster, as the clusters' capacity summaries list
+    """The replicas mounting the cache, by cluster, as the clusters' cache summaries list
     them: (name, ``status.remoteNamespace`` or ""). A cluster in ``unknown`` has no readable
     list (its summary is missing or malformed): what is there is held, never dropped."""
 
