@@ -39,6 +39,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from google.protobuf import struct_pb2
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferenceclass as klass
 from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster as ic
 
@@ -46,7 +47,7 @@ from modelplane_common import tolerant
 from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.naming import child_name
 from modelplane_common.observed import condition, is_ready
-from modelplane_common.plain import JSON
+from modelplane_common.plain import JSON, plain_value
 
 NAMESPACE = "modelplane-system"
 # On every capacity summary ConfigMap, so one selector finds them all (and nothing else).
@@ -304,6 +305,22 @@ def summaries(objects: Iterable[JSON]) -> list[JSON]:
 
 class UnreadableSummaryError(ValueError):
     """A summary ConfigMap whose data is not a summary this version understands."""
+
+
+def summary_item(resource: struct_pb2.Struct) -> JSON:
+    """Of a required summary ConfigMap, as sent, only what a reader looks at (its name and its
+    data), read straight from protobuf: its metadata is most of the rest (labels, owner,
+    managedFields), and a cache reads hundreds of summaries."""
+    out: JSON = {}
+    fields = resource.fields
+    metadata = fields.get("metadata")
+    if metadata is not None and metadata.WhichOneof("kind") == "struct_value":
+        name = metadata.struct_value.fields.get("name")
+        out["metadata"] = {"name": plain_value(name)} if name is not None else {}
+    data = fields.get("data")
+    if data is not None:
+        out["data"] = plain_value(data)
+    return out
 
 
 def parse(configmap_: Mapping[str, Any]) -> JSON:

@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from modelplane_common import observed, tolerant
-from modelplane_common.plain import JSON, fill_struct, to_plain
+from modelplane_common.plain import JSON, fill_struct, resource_plain, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
@@ -126,12 +126,13 @@ class Request:
 
     def __init__(self, req: fnv1.RunFunctionRequest) -> None:
         self.proto = req
-        self.composite: JSON = to_plain(req.observed.composite.resource)
+        # Objects without metadata.managedFields (plain.resource_plain).
+        self.composite: JSON = resource_plain(req.observed.composite.resource)
         self.observed: dict[str, JSON] = {
-            name: to_plain(r.resource) for name, r in req.observed.resources.items()
+            name: resource_plain(r.resource) for name, r in req.observed.resources.items()
         }
         self.desired: dict[str, JSON] = {
-            name: to_plain(r.resource) for name, r in req.desired.resources.items()
+            name: resource_plain(r.resource) for name, r in req.desired.resources.items()
         }
         self.context: JSON = to_plain(req.context) if req.HasField("context") else {}
         self.input: JSON | None = to_plain(req.input) if req.HasField("input") else None
@@ -166,7 +167,7 @@ class Request:
         # its own list (of the same dicts, which callers only read).
         if name not in self._required:
             items = self.proto.required_resources[name].items
-            self._required[name] = [to_plain(item.resource) for item in items]
+            self._required[name] = [resource_plain(item.resource) for item in items]
         return list(self._required[name])
 
 

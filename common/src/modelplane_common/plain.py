@@ -43,6 +43,23 @@ def to_plain(struct: struct_pb2.Struct) -> JSON:
     return {k: plain_value(fields[k]) for k in fields}
 
 
+def resource_plain(struct: struct_pb2.Struct) -> JSON:
+    """A Kubernetes object as a dict (see ``to_plain``) without ``metadata.managedFields``:
+    the API server's record of who set which field, often the object's largest part, which
+    no function reads and none may return (Crossplane refuses a composed resource carrying
+    it)."""
+    fields = struct.fields
+    out = {}
+    for key in fields:
+        value = fields[key]
+        if key == "metadata" and value.WhichOneof("kind") == "struct_value":
+            meta = value.struct_value.fields
+            out[key] = {k: plain_value(meta[k]) for k in meta if k != "managedFields"}
+        else:
+            out[key] = plain_value(value)
+    return out
+
+
 def to_struct(value: JSON) -> struct_pb2.Struct:
     """A dict as a Struct."""
     struct = struct_pb2.Struct()

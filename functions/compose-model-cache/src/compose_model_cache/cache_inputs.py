@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from modelplane_common import capacity_summary as cs
+from modelplane_common import tolerant
 from modelplane_common.function import Selector
 from modelplane_common.plain import JSON
 
@@ -35,6 +36,11 @@ _STAGED_PREFIX = "staged."
 _CLUSTER_PREFIX = "cluster."
 
 Required = Callable[[str], list[JSON] | None]
+
+
+def is_summary_key(key: str) -> bool:
+    """A requirement whose objects are summary ConfigMaps."""
+    return key == CLUSTERS or key.startswith(_STAGED_PREFIX)
 
 
 def staged_key(cluster: str) -> str:
@@ -110,8 +116,20 @@ class Fleet:
     deleted: set[str]
 
 
+# Parsed summaries by their text: a function process reads the same ones reconcile after
+# reconcile. Shared, never modified; a changed summary is a new text.
+_MAX_MEMO = 50_000
+_parsed: dict[str, Mapping[str, Any]] = {}
+
+
 def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
-    content = cs.parse(item if isinstance(item, Mapping) else {})
+    text = tolerant.text(item, "data", cs.DATA_KEY)
+    content = _parsed.get(text) if text is not None else None
+    if content is None:
+        content = cs.parse(item if isinstance(item, Mapping) else {})
+        if len(_parsed) >= _MAX_MEMO:
+            _parsed.clear()
+        _parsed[str(text)] = content
     if cluster is not None and content["cluster"] != cluster:
         raise cs.UnreadableSummaryError(f"it summarises cluster {content['cluster']!r}")
     return content

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from modelplane_common import capacity_summary as cs
 from modelplane_common.function import CompositionFunction, Outcome, Request
+from modelplane_common.plain import JSON
 
+from compose_model_cache import cache_inputs
 from compose_model_cache.cache_compose import compose_cache
 
 
@@ -11,4 +14,19 @@ class ModelCacheFunction(CompositionFunction):
     name = "compose-model-cache"
 
     def compose(self, request: Request) -> Outcome:
-        return compose_cache(request.composite, request.observed, request.required)
+        return compose_cache(request.composite, request.observed, _required(request))
+
+
+def _required(request: Request) -> cache_inputs.Required:
+    """``request.required``, but summaries read as ``cs.summary_item``: only their name and
+    data, which is all the cache reads of them."""
+
+    def required(key: str) -> list[JSON] | None:
+        if not cache_inputs.is_summary_key(key):
+            return request.required(key)
+        found = request.proto.required_resources
+        if key not in found:
+            return None
+        return [cs.summary_item(item.resource) for item in found[key].items]
+
+    return required

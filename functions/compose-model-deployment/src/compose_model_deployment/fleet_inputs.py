@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -127,18 +128,58 @@ class Fleet:
         return cs.replica_views(content, lambda namespace, name: (namespace, name) != ours)
 
 
-def _parse(item: Any) -> tuple[Mapping[str, Any], int] | None:
-    """A summary ConfigMap's content and the size of its data, or None when unreadable."""
+# A function process reads the same summaries reconcile after reconcile, and deployment after
+# deployment: each distinct summary text is decoded, viewed and parsed once. What is kept is
+# shared between reconciles and never modified; the text is the key, so a changed summary is
+# a new entry.
+MAX_MEMO = 50_000
+_contents: dict[str, Mapping[str, Any]] = {}
+_views: dict[tuple[str, str], SummaryView] = {}
+
+
+class SummaryView(dict):
+    """A candidate cluster as the scheduler parses it (``cs.cluster_view``), built from one
+    summary text and the classes' devices; shared between reconciles, never modified."""
+
+
+def _text(item: Any) -> str | None:
+    """A summary ConfigMap's data, or None when it has none."""
     data = item.fields.get("data")
     if data is None or data.WhichOneof("kind") != "struct_value":
         return None
     value = data.struct_value.fields.get(cs.DATA_KEY)
     if value is None or value.WhichOneof("kind") != "string_value":
         return None
-    try:
-        return cs.parse_data(value.string_value), len(value.string_value)
-    except cs.UnreadableSummaryError:
+    return value.string_value
+
+
+def _parse(item: Any) -> tuple[Mapping[str, Any], str] | None:
+    """A summary ConfigMap's content and its text, or None when unreadable."""
+    text = _text(item)
+    if text is None:
         return None
+    content = _contents.get(text)
+    if content is None:
+        try:
+            content = cs.parse_data(text)
+        except cs.UnreadableSummaryError:
+            return None
+        if len(_contents) >= MAX_MEMO:
+            _contents.clear()
+        _contents[text] = content
+    return content, text
+
+
+def _view(
+    text: str, content: Mapping[str, Any], devices: Mapping[str, Any], devices_key: str
+) -> SummaryView:
+    view = _views.get((text, devices_key))
+    if view is None:
+        view = SummaryView(cs.cluster_view(content, devices))
+        if len(_views) >= MAX_MEMO:
+            _views.clear()
+        _views[(text, devices_key)] = view
+    return view
 
 
 def _class_devices(request: fnv1.RunFunctionRequest) -> dict[str, list[dict[str, Any]]]:
@@ -180,13 +221,17 @@ def read(
     if scope is None or any(k not in required for k in keys):
         return None
     devices = _class_devices(request)
+    devices_key = json.dumps(devices, sort_keys=True)
     fleet = Fleet(scope, [], [], 0, 0, namespace=namespace, deployment=deployment)
     deleted: set[str] = set()
+    group = f"{namespace}/{deployment}"
 
     def add(content: Mapping[str, Any]) -> None:
         fleet.summaries[content["cluster"]] = content
-        ours = (namespace, deployment)
-        fleet.ours.extend(cs.replica_views(content, lambda ns, name: (ns, name) == ours))
+        groups = content.get("replicas")
+        if isinstance(groups, Mapping) and group in groups:  # most summaries list none of ours
+            ours = (namespace, deployment)
+            fleet.ours.extend(cs.replica_views(content, lambda ns, name: (ns, name) == ours))
 
     for cluster in own:
         found = wire.clusters(request, cluster_key(cluster)) or []
@@ -211,14 +256,14 @@ def read(
             parsed = _parse(item.resource)
             if parsed is None:
                 continue
-            content, data_size = parsed
+            content, text = parsed
             count += 1
-            size += data_size + SUMMARY_OVERHEAD
+            size += len(text) + SUMMARY_OVERHEAD
             name = content["cluster"]
             if name in fleet.summaries or name in fleet.unsummarised or name in deleted:
                 continue
             add(content)
-            fleet.clusters.append(cs.cluster_view(content, devices))
+            fleet.clusters.append(_view(text, content, devices, devices_key))
     fleet.candidates, fleet.candidate_bytes = count, size
     return fleet
 

@@ -303,6 +303,25 @@ def own_clusters(request: Request) -> set[str]:
     }
 
 
+# Candidate clusters parsed once per summary view (fleet_inputs keeps one view per distinct
+# summary): a Cluster is immutable, so it is shared between reconciles like its view.
+_parsed_views: dict[int, tuple[fleet_inputs.SummaryView, Cluster]] = {}
+
+
+def _parse_cluster(obj: Mapping[str, Any]) -> Cluster:
+    if not isinstance(obj, fleet_inputs.SummaryView):
+        return scheduler.parse_cluster(obj)
+    seen = _parsed_views.get(id(obj))
+    if seen is not None and seen[0] is obj:
+        return seen[1]
+    parsed = scheduler.parse_cluster(obj)
+    if len(_parsed_views) >= fleet_inputs.MAX_MEMO:
+        _parsed_views.clear()
+    # Holding the view keeps its id from being reused, so an identity hit is genuine.
+    _parsed_views[id(obj)] = (obj, parsed)
+    return parsed
+
+
 def compose(request: Request) -> Outcome:
     spec = request.spec
     wanted = spec.get("replicas", 1) if isinstance(spec.get("replicas"), int) else 1
@@ -328,7 +347,7 @@ def compose(request: Request) -> Outcome:
         dataclasses.replace(cluster, pools_unknown=fleet.unsummarised[cluster.name])
         if cluster.name in fleet.unsummarised
         else cluster
-        for cluster in map(scheduler.parse_cluster, fleet_clusters)
+        for cluster in map(_parse_cluster, fleet_clusters)
     ]
     try:
         Spec.model_validate(spec)

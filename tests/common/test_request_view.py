@@ -1,0 +1,64 @@
+"""The plain view every function reads its request through: objects arrive without
+``metadata.managedFields`` (which no function reads, none may return, and which is often the
+largest part of an observed object) and with everything else as sent."""
+
+from __future__ import annotations
+
+import copy
+
+from compose_model_cache.fn import ModelCacheFunction
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common.function import Request
+from modelplane_common.plain import to_plain, to_struct
+from modelplane_common.serving import run_function
+
+MANAGED = [
+    {"manager": "apiextensions.crossplane.io/composed", "operation": "Apply",
+     "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:forProvider": {}}}},
+]  # fmt: skip
+
+
+def _object(name: str) -> dict:
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": name, "uid": "u-1", "managedFields": MANAGED, "labels": {"a": "b"}},
+        "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap"}}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_objects_are_read_without_managed_fields_and_otherwise_whole():
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(to_struct(_object("xr")))
+    req.observed.resources["one"].resource.CopyFrom(to_struct(_object("one")))
+    req.required_resources["found"].items.add().resource.CopyFrom(to_struct(_object("two")))
+    view = Request(req)
+    expected = _object("one")
+    del expected["metadata"]["managedFields"]
+    assert view.observed["one"] == expected
+    assert "managedFields" not in view.composite["metadata"]
+    assert view.composite["metadata"]["labels"] == {"a": "b"}
+    (required,) = view.required("found") or []
+    assert required["metadata"] == {"name": "two", "uid": "u-1", "labels": {"a": "b"}}
+    # Read twice, the same content (converted once).
+    assert view.required("found") == [required]
+
+
+def test_a_held_resource_is_returned_without_managed_fields():
+    """A ModelCache with a spec the schema would refuse holds what it observes: re-emitted
+    without managedFields, which Crossplane would refuse."""
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": "c", "namespace": "ml-team", "managedFields": MANAGED},
+        "spec": {"source": "HuggingFace", "huggingFace": {"repo": 7}},
+    }
+    observed = _object("pvc-x")
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(to_struct(xr))
+    req.observed.resources["pvc-x"].resource.CopyFrom(to_struct(copy.deepcopy(observed)))
+    rsp = run_function(ModelCacheFunction(), req)
+    held = to_plain(rsp.desired.resources["pvc-x"].resource)
+    assert "managedFields" not in held["metadata"]
+    assert held["spec"] == observed["spec"]
