@@ -181,10 +181,11 @@ def as_manifest(body: JSON | pydantic.BaseModel) -> JSON:
 
 
 def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
+    shared: dict[int, Any] = {}  # maps the composed resources share, encoded once
     for key, composed in outcome.resources.items():
         resource = rsp.desired.resources[key]
         resource.resource.Clear()
-        fill_struct(resource.resource, composed.body)
+        fill_struct(resource.resource, composed.body, shared)
         resource.ready = _READY[composed.ready]
     if outcome.composite_status is not None:
         composite = to_plain(rsp.desired.composite.resource)

@@ -105,6 +105,9 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     statuses = []
     phases = []
     waiting = _waiting(matched, observed, users, was_ready=was_ready, reported=reported)
+    # The same manifests on every cluster, built once: shared, they are encoded once too.
+    hydration = objects.hydration_job(namespace, name, source.repo, source.revision, auth)
+    claims: dict[str, JSON] = {}
     for cluster in matched:
         moved = slots.moved(observed, cluster.name, remote)
         pvc_key = objects.pvc_key(cluster.name, moved=moved)
@@ -150,7 +153,11 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
         # An existing PVC keeps the class it was created with: the field is immutable, and a
         # changed override must not leave the Object failing to update forever.
         storage_class = staging.applied_storage_class(observed_pvc) or cluster.storage_class
-        pvc = objects.persistent_volume_claim(namespace, name, storage_class, source.sizeGiB)
+        if storage_class not in claims:
+            claims[storage_class] = objects.persistent_volume_claim(
+                namespace, name, storage_class, source.sizeGiB
+            )
+        pvc = claims[storage_class]
         wrapped_pvc = objects.wrapped(
             pvc, cluster.name, cluster.provider_config, objects.PVC_BOUND_QUERY, job=False
         )
@@ -159,7 +166,7 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
             pvc_key, validated(Object, wrapped_pvc), ready=staging.object_ready(observed_pvc)
         )
         if phase.phase != "Ready":
-            job = objects.hydration_job(namespace, name, source.repo, source.revision, auth)
+            job = hydration
             wrapped_job = objects.wrapped(
                 job, cluster.name, cluster.provider_config, objects.JOB_COMPLETE_QUERY, job=True
             )
