@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
+from google.protobuf import struct_pb2
 from modelplane_common import tenancy, tolerant
 from modelplane_common.function import (
     CompositionFunction,
@@ -87,16 +88,16 @@ def _cache_gate(request: Request, replica: ModelReplica, cluster: str) -> tuple[
     ref = replica.spec.modelCacheRef
     if ref is None:
         return "", ""
-    caches = request.required(CACHE_REQUIREMENT)
-    if caches is None:
+    found = request.proto.required_resources
+    if CACHE_REQUIREMENT not in found:
         return "WaitingForCache", f"Resolving ModelCache {ref.name!r}"
+    caches = found[CACHE_REQUIREMENT].items
     if not caches:
         return "CacheNotFound", (
             f"ModelCache {ref.name!r} (spec.modelCacheRef) does not exist in namespace "
             f"{request.namespace or 'default'}"
         )
-    entries = tolerant.maps(caches[0], "status", "clusters")
-    phase = next((tolerant.text(e, "phase") for e in entries if e.get("name") == cluster), None)
+    phase = _staged_phase(caches[0].resource, cluster)
     if phase == "Ready":
         return "", ""
     where = f"phase {phase}" if phase else "not staging there yet"
@@ -104,6 +105,31 @@ def _cache_gate(request: Request, replica: ModelReplica, cluster: str) -> tuple[
         f"ModelCache {ref.name!r} is not staged on cluster {cluster} ({where}); pods start "
         "once it is"
     )
+
+
+def _staged_phase(cache: struct_pb2.Struct, cluster: str) -> str | None:
+    """The phase the ModelCache reports for ``cluster`` (``status.clusters[]``), or None when
+    it lists none readable. Read straight from protobuf: the list names every cluster the
+    cache stages on (hundreds), and only one entry matters here."""
+    status = cache.fields.get("status")
+    if status is None or status.WhichOneof("kind") != "struct_value":
+        return None
+    clusters = status.struct_value.fields.get("clusters")
+    if clusters is None or clusters.WhichOneof("kind") != "list_value":
+        return None
+    for entry in clusters.list_value.values:
+        if entry.WhichOneof("kind") != "struct_value":
+            continue
+        fields = entry.struct_value.fields
+        name = fields.get("name")
+        if name is None or name.WhichOneof("kind") != "string_value":
+            continue
+        if name.string_value == cluster:
+            phase = fields.get("phase")
+            if phase is None or phase.WhichOneof("kind") != "string_value":
+                return None
+            return phase.string_value
+    return None
 
 
 def _invalid(outcome: Outcome, request: Request, problems: str) -> Outcome:
