@@ -10,8 +10,8 @@ The shapes are the functions' own: ``status.gpuPools`` is what compose-inference
 what compose-model-deployment composes for it, and each replica's Objects and status are what
 compose-model-replica composes for it (each run once, in-process, on a one-cluster fleet, then
 stamped per cluster and index). Metadata carries what the API server and Crossplane add (uid,
-resourceVersion, generation, finalizers, Crossplane's labels and owner references;
-``managedFields`` left out).
+resourceVersion, generation, finalizers, Crossplane's labels and owner references, and
+``managedFields``: an apply and, with a status, a status update).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _suffix(*parts: str) -> str:
 
 
 def _meta(kind: str, name: str, namespace: str | None = None, **extra: Any) -> JSON:
-    """Metadata as the API server returns it (no managedFields)."""
+    """Metadata as the API server returns it (``build`` adds managedFields)."""
     meta: JSON = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -593,6 +593,10 @@ def build(
     if on_measured:
         # Reads its cluster and its ModelCache by name; the cache lists every cluster.
         xrs["compose-model-replica"] = on_measured[0]
+    for obj in objects:
+        # As the API server returns them: who applied what (Crossplane composes most of them).
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else None
+        obj["metadata"]["managedFields"] = _managed_fields(obj, status)
     return Fleet(clusters, count, objects, xrs)
 
 

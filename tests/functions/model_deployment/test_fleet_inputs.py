@@ -97,7 +97,7 @@ def test_a_small_fleet_is_read_whole_in_three_rounds():
 @pytest.fixture
 def small_budget(monkeypatch):
     """A fleet too large to read whole: 64 shards' summaries exceed the byte budget."""
-    monkeypatch.setattr(fleet_inputs, "BYTE_BUDGET", 100_000)
+    monkeypatch.setattr(fleet_inputs, "BYTE_BUDGET", 200_000)
     monkeypatch.setattr(fleet_inputs, "MIN_CANDIDATES", 8)
 
 

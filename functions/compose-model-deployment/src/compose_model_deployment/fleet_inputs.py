@@ -43,8 +43,9 @@ _SUMMARY_PREFIX = "capacity."
 # least 100 nodes), and at most this much summary data in one request (gRPC's limit is 4 MiB).
 MIN_CANDIDATES = 100
 BYTE_BUDGET = 2 * 1024 * 1024
-# What a summary costs in the request beyond its data: its ConfigMap's metadata.
-SUMMARY_OVERHEAD = 600
+# What a summary costs in the request beyond its data: its ConfigMap's metadata, with the
+# cluster's labels twice (as labels, and in the managedFields of Crossplane's apply).
+SUMMARY_OVERHEAD = 1500
 
 
 def cluster_key(cluster: str) -> str:
