@@ -62,17 +62,3 @@ def test_a_held_resource_is_returned_without_managed_fields():
     held = to_plain(rsp.desired.resources["pvc-x"].resource)
     assert "managedFields" not in held["metadata"]
     assert held["spec"] == observed["spec"]
-
-
-def test_metadata_only_reads_who_and_where():
-    req = fnv1.RunFunctionRequest()
-    req.required_resources["objects"].items.add().resource.CopyFrom(to_struct(_object("o")))
-    view = Request(req)
-    assert view.required_metadata("missing") is None
-    assert view.required_metadata("objects") == [
-        {
-            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
-            "kind": "Object",
-            "metadata": {"name": "o", "uid": "u-1", "labels": {"a": "b"}},
-        }
-    ]

@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from modelplane_common import observed, tolerant
-from modelplane_common.plain import JSON, fill_struct, metadata_plain, resource_plain, to_plain
+from modelplane_common.plain import JSON, fill_struct, resource_plain, to_plain
 
 DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
@@ -169,15 +169,6 @@ class Request:
             items = self.proto.required_resources[name].items
             self._required[name] = [resource_plain(item.resource) for item in items]
         return list(self._required[name])
-
-    def required_metadata(self, name: str) -> list[JSON] | None:
-        """Like ``required``, each object reduced to its apiVersion, kind and metadata
-        (without managedFields): for readers that only ask who and where (a deletion guard,
-        a namespace), of objects whose bodies are large (provider-kubernetes Objects carry
-        their manifest twice)."""
-        if name not in self.proto.required_resources:
-            return None
-        return [metadata_plain(item.resource) for item in self.proto.required_resources[name].items]
 
 
 def as_manifest(body: JSON | pydantic.BaseModel) -> JSON:

@@ -60,22 +60,6 @@ def resource_plain(struct: struct_pb2.Struct) -> JSON:
     return out
 
 
-def metadata_plain(struct: struct_pb2.Struct) -> JSON:
-    """Of a Kubernetes object only its apiVersion, kind and metadata (``resource_plain``)."""
-    fields = struct.fields
-    out = {}
-    for key in ("apiVersion", "kind", "metadata"):
-        if key not in fields:
-            continue
-        value = fields[key]
-        if key == "metadata" and value.WhichOneof("kind") == "struct_value":
-            meta = value.struct_value.fields
-            out[key] = {k: plain_value(meta[k]) for k in meta if k != "managedFields"}
-        else:
-            out[key] = plain_value(value)
-    return out
-
-
 def to_struct(value: JSON) -> struct_pb2.Struct:
     """A dict as a Struct."""
     struct = struct_pb2.Struct()

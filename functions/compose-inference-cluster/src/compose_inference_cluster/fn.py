@@ -15,11 +15,5 @@ class InferenceClusterFunction(CompositionFunction):
 
     def compose(self, request: Request) -> Outcome:
         wanted = plan.requirements(request.composite)
-        required = {
-            # Of the Objects on the cluster only who and where is read (guard, namespaces).
-            key: request.required_metadata(key)
-            if key in plan.METADATA_ONLY
-            else request.required(key)
-            for key in wanted
-        }
+        required = {key: request.required(key) for key in wanted}
         return plan.compose(request.composite, request.observed, required)

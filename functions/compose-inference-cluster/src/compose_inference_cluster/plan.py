@@ -55,9 +55,6 @@ CACHE_OBJECTS_REQUIREMENT = "cache-objects"
 # The status fields this function owns (and re-publishes unchanged on a hold).
 KEY_CAPACITY_SUMMARY = "capacity-summary"
 KEY_CACHE_SUMMARY = "cache-summary"
-# Requirements whose objects are read for their metadata only: the Objects on the cluster
-# (the deletion guard counts them, tenants.py reads their namespaces).
-METADATA_ONLY = frozenset({REPLICA_OBJECTS_REQUIREMENT, CACHE_OBJECTS_REQUIREMENT})
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
 
