@@ -45,6 +45,20 @@ def test_stopping_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not processes.alive(pid)
 
 
+def test_ports_are_distinct_free_and_outside_the_ephemeral_range() -> None:
+    # An ephemeral port can go to an outgoing connection before a slow component binds it.
+    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    allocator = processes.PortAllocator(low - 40, high + 1000, start=low - 40)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", low - 39))
+        ports = [allocator.take() for _ in range(60)]
+    assert low - 39 not in ports
+    assert len(set(ports)) == len(ports)
+    assert [port for port in ports if port < low][:3] == [low - 40, low - 38, low - 37]
+    assert not [port for port in ports if low <= port <= high]
+    assert processes.free_port() < low
+
+
 def test_every_version_is_read_from_the_one_go_mod_that_pins_it() -> None:
     versions = components.versions()
     assert versions["kube-apiserver"].startswith("v1.34.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,10 +23,48 @@ class ComponentError(Exception):
     """A component exited or did not become ready; the message carries its log's tail."""
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+class PortAllocator:
+    """Ports for components, taken in turn from ``low``..``high`` (from ``start``) and never
+    from the kernel's ephemeral range: a port the kernel picked for us from there can go to
+    an outgoing connection before the component binds it, minutes later for the slower ones,
+    and the component then fails with "address already in use". No port is handed out twice,
+    since several components are given ports before any of them binds."""
+
+    def __init__(self, low: int, high: int, start: int) -> None:
+        self._low, self._high, self._next = low, high, start
+        self._handed_out: set[int] = set()
+
+    def take(self) -> int:
+        ephemeral = _ephemeral_range()
+        for _ in range(self._high - self._low):
+            port = self._next
+            self._next = self._low + (port + 1 - self._low) % (self._high - self._low)
+            if port in self._handed_out or ephemeral[0] <= port <= ephemeral[1]:
+                continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            self._handed_out.add(port)
+            return port
+        raise ComponentError(f"no free port on 127.0.0.1 in {self._low}-{self._high}")
+
+
+_PORTS = PortAllocator(20000, 32000, start=random.randrange(20000, 32000))
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port free on 127.0.0.1 now, outside the ephemeral range, not handed out before."""
+    return _PORTS.take()
 
 
 def log_tail(log: Path, lines: int = 40) -> str:
