@@ -11,8 +11,94 @@ from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane.pipeline import ResourcePool, run_with_requirements
 from modelplane_common import capacity_summary as cs
+from modelplane_common.plain import to_plain
 from modelplane_common.serving import run_function
 from modelplane_common.testing import make_request
+
+NS = "ml-team"
+CACHE = "llama-70b"
+FRONTIER = {"modelplane.ai/tier": "frontier"}
+
+
+def cache(selector: dict | None = None, *, ns: str = NS, status: dict | None = None) -> dict:
+    """ModelCache ``CACHE`` in ``ns``; ``selector``: its clusterSelector's matchLabels (None:
+    no selector, staged on demand)."""
+    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
+    if selector is not None:
+        spec["clusterSelector"] = {"matchLabels": selector}
+    xr = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": CACHE, "namespace": ns},
+        "spec": spec,
+    }
+    if status:
+        xr["status"] = status
+    return xr
+
+
+def cluster(name: str, source: str = "Existing") -> dict:
+    """A provisioned InferenceCluster labelled ``FRONTIER``."""
+    block = {"Existing": {"secretRef": {"name": "k"}}, "EKS": {"region": "us-east-1"}}[source]
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": dict(FRONTIER)},
+        "spec": {"cluster": {"source": source, source.lower(): block}},
+        "status": {"providerConfigRef": {"name": f"{name}-pc"}},
+    }
+
+
+def replica(
+    name: str,
+    on: str,
+    remote_namespace: str | None = None,
+    *,
+    cache_name: str = CACHE,
+    ns: str = NS,
+) -> dict:
+    """A ModelReplica mounting ``cache_name`` placed on cluster ``on``, serving in
+    ``remote_namespace`` there (None: its own namespace's name, as under D10)."""
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {"modelplane.ai/modelcache": cache_name},
+        },
+        "spec": {"clusterName": on},
+        "status": {"remoteNamespace": remote_namespace or ns},
+    }
+
+
+def desired(rsp: fnv1.RunFunctionResponse) -> dict[str, dict]:
+    return {k: to_plain(r.resource) for k, r in rsp.desired.resources.items()}
+
+
+def composite_status(rsp: fnv1.RunFunctionResponse) -> dict:
+    return to_plain(rsp.desired.composite.resource)["status"]
+
+
+def observe(
+    objects: dict[str, dict], *, bound: bool = True, complete: bool = False
+) -> dict[str, dict]:
+    """The Objects as provider-kubernetes reports them: PVCs Bound (``bound``) and Ready,
+    Jobs running or, with ``complete``, done."""
+    seen = {}
+    for key, composed in objects.items():
+        body = copy.deepcopy(composed)
+        remote = copy.deepcopy(body["spec"]["forProvider"]["manifest"])
+        if key.startswith(("pvc-", "ns-pvc-")) and bound:
+            remote["status"] = {"phase": "Bound"}
+        elif "hydrate-" in key and complete:
+            remote["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        body["status"] = {
+            "atProvider": {"manifest": remote},
+            "conditions": [{"type": "Ready", "status": "True" if bound else "False"}],
+        }
+        seen[key] = body
+    return seen
 
 
 def summary_configmap(cluster: dict, replicas: Iterable[dict] = ()) -> dict:

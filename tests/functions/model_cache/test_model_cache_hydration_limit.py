@@ -6,85 +6,24 @@ delete it). Bounds the burst on the model hub and the cache's request
 
 from __future__ import annotations
 
-import copy
-
 import mc_fleet
 from compose_model_cache.cache_compose import MAX_HYDRATING
-from modelplane_common.plain import to_plain
+from mc_fleet import FRONTIER, cluster, desired, observe, replica
 
-NS = "ml-team"
-FRONTIER = {"modelplane.ai/tier": "frontier"}
 EXTRA = 6
 NAMES = [f"c-{i:03d}" for i in range(MAX_HYDRATING + EXTRA)]
-
-
-def cache(selector: dict | None = FRONTIER, status: dict | None = None) -> dict:
-    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
-    if selector is not None:
-        spec["clusterSelector"] = {"matchLabels": selector}
-    xr = {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelCache",
-        "metadata": {"name": "llama-70b", "namespace": NS},
-        "spec": spec,
-    }
-    if status is not None:
-        xr["status"] = status
-    return xr
-
-
-def cluster(name: str) -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "InferenceCluster",
-        "metadata": {"name": name, "labels": dict(FRONTIER)},
-        "spec": {"cluster": {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}},
-        "status": {"providerConfigRef": {"name": f"{name}-pc"}},
-    }
 
 
 FLEET = [cluster(n) for n in NAMES]
 
 
-def replica(name: str, on: str) -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelReplica",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {"modelplane.ai/modelcache": "llama-70b"},
-        },
-        "spec": {"clusterName": on},
-        "status": {"remoteNamespace": NS},
-    }
-
-
-def desired(rsp) -> dict[str, dict]:
-    return {k: to_plain(r.resource) for k, r in rsp.desired.resources.items()}
+def cache(selector: dict | None = FRONTIER, status: dict | None = None) -> dict:
+    return mc_fleet.cache(selector, status=status)
 
 
 def clusters_status(rsp) -> dict[str, dict]:
-    status = to_plain(rsp.desired.composite.resource)["status"]
+    status = mc_fleet.composite_status(rsp)
     return {entry["name"]: entry for entry in status["clusters"]}
-
-
-def observe(objects: dict[str, dict], *, complete: bool = False) -> dict[str, dict]:
-    """The Objects as provider-kubernetes reports them: PVCs Bound, Jobs running (or done)."""
-    seen = {}
-    for key, composed in objects.items():
-        body = copy.deepcopy(composed)
-        remote = copy.deepcopy(body["spec"]["forProvider"]["manifest"])
-        if key.startswith("ns-pvc-") or key.startswith("pvc-"):
-            remote["status"] = {"phase": "Bound"}
-        elif complete:
-            remote["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-        body["status"] = {
-            "atProvider": {"manifest": remote},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        seen[key] = body
-    return seen
 
 
 def _slots(objects: dict[str, dict]) -> set[str]:

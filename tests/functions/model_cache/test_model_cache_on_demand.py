@@ -5,80 +5,16 @@ or unreadable summary never deletes them (design/cache-staging.md)."""
 
 from __future__ import annotations
 
-import copy
-
 import mc_fleet
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from mc_fleet import CACHE, NS, cache, cluster, desired, observe, replica
 from modelplane_common import capacity_summary as cs
-from modelplane_common.plain import to_plain
-
-NS = "ml-team"
-CACHE = "llama-70b"
-
-
-def cache(selector: dict | None = None) -> dict:
-    spec: dict = {"source": "HuggingFace", "huggingFace": {"repo": "org/llama", "sizeGiB": 160}}
-    if selector is not None:
-        spec["clusterSelector"] = {"matchLabels": selector}
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelCache",
-        "metadata": {"name": CACHE, "namespace": NS},
-        "spec": spec,
-    }
-
-
-def cluster(name: str, source: str = "Existing") -> dict:
-    block = {"Existing": {"secretRef": {"name": "k"}}, "EKS": {"region": "us-east-1"}}[source]
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "InferenceCluster",
-        "metadata": {"name": name, "labels": {"modelplane.ai/tier": "frontier"}},
-        "spec": {"cluster": {"source": source, source.lower(): block}},
-        "status": {"providerConfigRef": {"name": f"{name}-pc"}},
-    }
-
 
 GKE, EKS, ONPREM = cluster("gke-us-central"), cluster("eks-us-east", "EKS"), cluster("onprem")
 FLEET = [GKE, EKS, ONPREM]
 
 
-def replica(name: str, on: str, cache_name: str = CACHE, ns: str = NS) -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelReplica",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"modelplane.ai/modelcache": cache_name},
-        },
-        "spec": {"clusterName": on},
-        "status": {"remoteNamespace": ns},
-    }
-
-
-def desired(rsp) -> dict[str, dict]:
-    return {k: to_plain(r.resource) for k, r in rsp.desired.resources.items()}
-
-
-def status(rsp) -> dict:
-    return to_plain(rsp.desired.composite.resource)["status"]
-
-
-def observe(objects: dict[str, dict]) -> dict[str, dict]:
-    """The Objects as observed once provider-kubernetes bound the PVCs."""
-    observed = {}
-    for key, body in objects.items():
-        seen = copy.deepcopy(body)
-        remote = copy.deepcopy(body["spec"]["forProvider"]["manifest"])
-        if key.startswith("pvc-"):
-            remote["status"] = {"phase": "Bound"}
-        seen["status"] = {
-            "atProvider": {"manifest": remote},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        observed[key] = seen
-    return observed
+status = mc_fleet.composite_status
 
 
 def staged_on_eks() -> dict[str, dict]:
