@@ -344,6 +344,23 @@ def parse_data(raw: str) -> JSON:
     return content
 
 
+# Summaries parsed, by their text: a function process reads the same ones reconcile after
+# reconcile. What is kept is shared and never modified; a changed summary is a new text.
+MAX_PARSED = 50_000
+_parsed: dict[str, JSON] = {}
+
+
+def parse_shared(raw: str) -> Mapping[str, Any]:
+    """``parse_data(raw)``, parsed once per distinct text; never modify what it returns."""
+    content = _parsed.get(raw)
+    if content is None:
+        content = parse_data(raw)
+        if len(_parsed) >= MAX_PARSED:
+            _parsed.clear()
+        _parsed[raw] = content
+    return content
+
+
 def cluster_view(content: Mapping[str, Any], devices: Mapping[str, list[JSON]]) -> JSON:
     """The summary as the InferenceCluster the scheduler parses: each pool's devices are its
     class's (``devices``: class name -> published devices); a pool whose class is not known

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from compose_inference_cluster.fn import InferenceClusterFunction
 from modelplane.validation import defaulted, validate_object
 from modelplane_common import capacity_summary as cs
@@ -334,3 +335,20 @@ def test_configmap_names_of_long_cluster_names_do_not_collide():
     first, second = cs.configmap_name(shared + "-one"), cs.configmap_name(shared + "-two")
     assert first != second
     assert max(len(first), len(second)) <= 253
+
+
+def test_a_summary_text_is_parsed_once_and_an_unreadable_one_is_refused_each_time():
+    text = cs.configmap("c-1", {}, cs.summary({"metadata": {"name": "c-1"}}, {}, []))["data"][
+        cs.DATA_KEY
+    ]
+    first = cs.parse_shared(text)
+    assert first["cluster"] == "c-1"
+    assert cs.parse_shared(str(text)) is first  # readers share it; none may modify it
+    other = cs.configmap("c-2", {}, cs.summary({"metadata": {"name": "c-2"}}, {}, []))["data"][
+        cs.DATA_KEY
+    ]
+    assert cs.parse_shared(other)["cluster"] == "c-2"
+    for bad in ('{"version": 99, "cluster": "c-1"}', "not json"):
+        for _ in range(2):
+            with pytest.raises(cs.UnreadableSummaryError):
+                cs.parse_shared(bad)

@@ -116,20 +116,12 @@ class Fleet:
     deleted: set[str]
 
 
-# Parsed summaries by their text: a function process reads the same ones reconcile after
-# reconcile. Shared, never modified; a changed summary is a new text.
-_MAX_MEMO = 50_000
-_parsed: dict[str, Mapping[str, Any]] = {}
-
-
 def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
+    """The summary a ConfigMap carries (parsed once per distinct text: cs.parse_shared)."""
     text = tolerant.text(item, "data", cs.DATA_KEY)
-    content = _parsed.get(text) if text is not None else None
-    if content is None:
-        content = cs.parse(item if isinstance(item, Mapping) else {})
-        if len(_parsed) >= _MAX_MEMO:
-            _parsed.clear()
-        _parsed[str(text)] = content
+    if text is None:
+        raise cs.UnreadableSummaryError(f"no data.{cs.DATA_KEY}")
+    content = cs.parse_shared(text)
     if cluster is not None and content["cluster"] != cluster:
         raise cs.UnreadableSummaryError(f"it summarises cluster {content['cluster']!r}")
     return content

@@ -130,11 +130,10 @@ class Fleet:
 
 
 # A function process reads the same summaries reconcile after reconcile, and deployment after
-# deployment: each distinct summary text is decoded, viewed and parsed once. What is kept is
-# shared between reconciles and never modified; the text is the key, so a changed summary is
-# a new entry.
+# deployment: each distinct summary text is parsed (cs.parse_shared) and viewed once. What is
+# kept is shared between reconciles and never modified; the text is the key, so a changed
+# summary is a new entry.
 MAX_MEMO = 50_000
-_contents: dict[str, Mapping[str, Any]] = {}
 _views: dict[tuple[str, str], SummaryView] = {}
 
 
@@ -159,16 +158,10 @@ def _parse(item: Any) -> tuple[Mapping[str, Any], str] | None:
     text = _text(item)
     if text is None:
         return None
-    content = _contents.get(text)
-    if content is None:
-        try:
-            content = cs.parse_data(text)
-        except cs.UnreadableSummaryError:
-            return None
-        if len(_contents) >= MAX_MEMO:
-            _contents.clear()
-        _contents[text] = content
-    return content, text
+    try:
+        return cs.parse_shared(text), text
+    except cs.UnreadableSummaryError:
+        return None
 
 
 def _view(
