@@ -229,6 +229,36 @@ def cluster(i: int, published: list[JSON]) -> JSON:
     }
 
 
+def provider_config(cluster_: JSON) -> JSON:
+    """The ClusterProviderConfig compose-inference-cluster composes for ``cluster_``, as
+    provider-kubernetes reports it (its users counted, deletion blocked while in use)."""
+    name = cluster_["metadata"]["name"]
+    config = cluster_resources.provider_config_name(name)
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "ClusterProviderConfig",
+        "metadata": _meta(
+            "ClusterProviderConfig",
+            config,
+            labels={"crossplane.io/composite": name},
+            annotations={"crossplane.io/composition-resource-name": "cluster-provider-config"},
+            ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
+            finalizers=["in-use.crossplane.io"],
+        ),
+        "spec": {
+            "credentials": {
+                "source": "Secret",
+                "secretRef": {
+                    "namespace": cluster_resources.NAMESPACE,
+                    "name": f"{name}-kc",
+                    "key": "kubeconfig",
+                },
+            }
+        },
+        "status": {"users": 40},
+    }
+
+
 # --- deployments and their replicas ---------------------------------------------------------
 
 
@@ -517,7 +547,11 @@ def cache_objects(where: str, namespace: str) -> list[JSON]:
                     "manifest": {
                         "apiVersion": "v1",
                         "kind": "PersistentVolumeClaim",
-                        "metadata": {"name": CACHE, "namespace": namespace},
+                        "metadata": {
+                            "name": CACHE,
+                            "namespace": namespace,
+                            "labels": {CACHE_LABEL: CACHE},
+                        },
                         "spec": {
                             "accessModes": ["ReadWriteMany"],
                             "resources": {"requests": {"storage": "160Gi"}},
@@ -551,7 +585,11 @@ def build(
     fleet_clusters = [cluster(i, published) for i in range(clusters)]
     names_ = [cluster_name(i) for i in range(clusters)]
     measured = names_[measured_cluster]
-    objects: list[JSON] = [*inference_classes(), *fleet_clusters]
+    objects: list[JSON] = [
+        *inference_classes(),
+        *fleet_clusters,
+        *(provider_config(c) for c in fleet_clusters),
+    ]
     count = 0
     on_measured: list[JSON] = []
     for d in range(deployments):
@@ -602,10 +640,18 @@ def build(
 
 def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
     """Each cluster's capacity and cache summary ConfigMaps as compose-inference-cluster
-    composes them from the replicas pinned to the cluster, with the metadata the API server
-    and Crossplane add."""
+    composes them from the replicas pinned to the cluster and the caches' Objects on it, with
+    the metadata the API server and Crossplane add. Every cache is staged where it is mounted
+    (the steady state) but the measured namespace's, staged nowhere yet: ``restage`` says where
+    it is as it is reconciled."""
     replicas = [o for o in objects if o["kind"] == "ModelReplica"]
-    out = capacity_summary.summaries([*clusters, *replicas])
+    staged = [
+        _as_staged(replica)
+        for replica in replicas
+        if replica["metadata"]["namespace"] != MEASURED_NAMESPACE
+        and replica["metadata"].get("labels", {}).get(CACHE_LABEL)
+    ]
+    out = capacity_summary.summaries([*clusters, *replicas, *staged])
     pairs = zip(out[0::2], out[1::2], strict=True)
     for (capacity, caches), cluster_ in zip(pairs, clusters, strict=True):
         name = cluster_["metadata"]["name"]
@@ -620,6 +666,37 @@ def capacity_summaries(clusters: list[JSON], objects: list[JSON]) -> list[JSON]:
                 ownerReferences=_owner("InferenceCluster", name, cluster_["metadata"]["uid"]),
             )
     return out
+
+
+def _as_staged(replica: JSON) -> JSON:
+    """What a summary reads of the Object of the cache ``replica`` mounts on its cluster."""
+    return {
+        "kind": "Object",
+        "metadata": {
+            "namespace": replica["metadata"]["namespace"],
+            "labels": {CACHE_CLUSTER_LABEL: replica["spec"]["clusterName"]},
+        },
+        "spec": {"forProvider": {"manifest": {"metadata": {"labels": {CACHE_LABEL: CACHE}}}}},
+    }
+
+
+def restage(objects: list[JSON], clusters: set[str]) -> None:
+    """The cache summaries of ``clusters`` published again once the measured namespace's
+    cache has an Object there (in place: the objects Crossplane fetches from)."""
+    key = f"{MEASURED_NAMESPACE}/{CACHE}"
+    label = capacity_summary.cache_label(MEASURED_NAMESPACE, CACHE)
+    names = {capacity_summary.cache_configmap_name(c) for c in clusters}
+    for obj in objects:
+        if obj["kind"] != "ConfigMap" or obj["metadata"]["name"] not in names:
+            continue
+        content = json.loads(obj["data"][capacity_summary.DATA_KEY])
+        if key in content["staged"]:
+            continue
+        content["staged"] = sorted([*content["staged"], key])
+        if key in content["caches"]:
+            obj["metadata"]["labels"][label] = capacity_summary.CACHE_STAGED
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+        obj["data"][capacity_summary.DATA_KEY] = text
 
 
 def _route(namespace: str, dep: str, backends: list[str]) -> JSON:

@@ -69,12 +69,27 @@ Row = dict[str, Any]
 
 
 class CountingPool(ResourcePool):
-    """Crossplane's lookups (a Get by name, a List by labels and namespace), counted."""
+    """Crossplane's lookups (a Get by name, a List by labels and namespace), counted; a Get
+    answered from an index (a cache reads hundreds by name, in a fleet of 50,000 objects)."""
 
     fetched: int = 0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._by_name: dict[tuple[str, str, str, str | None], JSON] = {}
+        for obj in reversed(self.objects):  # the first of equals wins, as in a scan
+            meta = obj.get("metadata") or {}
+            key = (obj.get("apiVersion"), obj.get("kind"), meta.get("name"), meta.get("namespace"))
+            self._by_name[key] = obj
+
     def fetch(self, selector: fnv1.ResourceSelector) -> fnv1.Resources:
-        found = super().fetch(selector)
+        if selector.WhichOneof("match") == "match_name" and self.honour_namespaces:
+            namespace = selector.namespace if selector.HasField("namespace") else None
+            key = (selector.api_version, selector.kind, selector.match_name, namespace)
+            obj = self._by_name.get(key)
+            found = fnv1.Resources(items=[fnv1.Resource(resource=to_struct(obj))] if obj else [])
+        else:
+            found = super().fetch(selector)
         self.fetched += len(found.items)
         return found
 
@@ -256,6 +271,9 @@ def measure(
         return rows  # nothing composed: there is no steady state to measure
     for _ in range(SETTLE_ROUNDS):
         composed = set(rsp.desired.resources)
+        if name == "compose-model-cache":
+            # The clusters publish their cache summaries again: the cache is staged there.
+            fleet.restage(pool.objects, {k[len("pvc-") :] for k in composed if k[:4] == "pvc-"})
         request = steady_request(xr, rsp, tag)
         pool.fetched = 0
         rsp, error = _reconcile(stub, request, pool)

@@ -45,7 +45,7 @@ from modelplane_schemas.generated.modelplane_ai.v1alpha1 import inferencecluster
 
 from modelplane_common import tolerant
 from modelplane_common.cache_naming import CACHE_LABEL
-from modelplane_common.naming import child_name
+from modelplane_common.naming import CACHE_CLUSTER_LABEL, child_name
 from modelplane_common.observed import condition, is_ready
 from modelplane_common.plain import JSON, plain_value
 
@@ -61,8 +61,11 @@ VERSION = 1
 # The replica labels a summary keeps (the deployment's name and the replica's index).
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
 INDEX_LABEL = "modelplane.ai/replica-index"
-# Per ModelCache mounted on the cluster (see cache_label).
+# Per ModelCache mounted on the cluster (see cache_label), one of two values: mounted and
+# nothing of the cache there yet, or mounted and staged (an Object of the cache there).
 CACHE_LABEL_PREFIX = "modelplane.ai/cache-"
+CACHE_WANTED = "wanted"
+CACHE_STAGED = "staged"
 # The InferenceCluster's per-source blocks whose ``cache`` sub-block (the RWX storage class
 # override) compose-model-cache reads.
 _SOURCE_BLOCKS = ("gke", "eks", "aks", "nebius", "vultr", "existing")
@@ -121,16 +124,32 @@ def _claims(engines: Any) -> list[JSON]:
     return out
 
 
+def staged_caches(cache_objects: Iterable[JSON]) -> list[str]:
+    """The ModelCaches (``<namespace>/<name>``) with an Object on a cluster, given the caches'
+    Objects there (``modelplane.ai/cache-cluster``): each names its cache by the label on the
+    object it wraps, in the cache's namespace."""
+    staged = set()
+    for obj in cache_objects:
+        namespace = tolerant.text(obj, "metadata", "namespace")
+        labels = tolerant.mapping(obj, "spec", "forProvider", "manifest", "metadata", "labels")
+        name = labels.get(CACHE_LABEL) if labels is not None else None
+        if namespace and isinstance(name, str) and name:
+            staged.add(f"{namespace}/{name}")
+    return sorted(staged)
+
+
 def summary(
     cluster: JSON,
     status: Mapping[str, Any],
     replicas: Iterable[JSON],
     *,
     ready: bool | None = None,
+    staged: Iterable[str] = (),
 ) -> JSON:
     """The summary of ``cluster`` (the observed XR: labels, spec, conditions) given the status
-    this reconcile publishes and the ModelReplicas pinned to it. ``ready=False``: the cluster
-    is held this reconcile, so Ready is False whatever the XR said last."""
+    this reconcile publishes, the ModelReplicas pinned to it and the caches staged on it
+    (``staged_caches``). ``ready=False``: the cluster is held this reconcile, so Ready is False
+    whatever the XR said last."""
     spec = tolerant.mapping(cluster, "spec") or {}
     classes = {
         tolerant.text(p, "name"): tolerant.text(p, "className")
@@ -215,6 +234,8 @@ def summary(
         "replicas": groups,
         # "<namespace>/<cache>": [[replica name, status.remoteNamespace or ""], ...]
         "caches": caches,
+        # "<namespace>/<cache>" with an Object on the cluster, sorted
+        "staged": sorted(set(staged)),
     }
 
 
@@ -250,7 +271,7 @@ def configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> JSON:
     """The capacity summary ConfigMap publishing ``content`` but its ``caches``: labelled with
     the cluster's own labels (so label selectors on clusters select their summaries), the
     summary label and the shard."""
-    data = {k: v for k, v in content.items() if k != "caches"}
+    data = {k: v for k, v in content.items() if k not in ("caches", "staged")}
     shard = {SUMMARY_LABEL: "true", SHARD_LABEL: shard_value(shard_of(cluster))}
     return _configmap(configmap_name(cluster), _own_labels(labels) | shard, data)
 
@@ -260,17 +281,21 @@ def cache_configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> J
     cluster's labels, source and provider config, and ``caches``), so a replica placed, a
     condition or a taint changing does not rewrite it unless it changes who mounts a cache;
     labelled with the cluster's own labels, the cache summary label and one ``cache_label``
-    per ModelCache mounted there."""
+    per ModelCache mounted there: ``CACHE_WANTED`` while the cache has no Object on the
+    cluster, ``CACHE_STAGED`` once it has, so a cache reads the summaries of the clusters it
+    still has to stage on, not of all it is staged on (design/cache-staging.md)."""
     spec = content.get("spec") if isinstance(content.get("spec"), dict) else {}
     status = content.get("status") if isinstance(content.get("status"), dict) else {}
-    data = {k: content[k] for k in ("version", "cluster", "labels", "caches") if k in content}
+    kept = ("version", "cluster", "labels", "caches", "staged")
+    data = {k: content[k] for k in kept if k in content}
     data["spec"] = {k: spec[k] for k in ("cluster",) if k in spec}
     data["status"] = {k: status[k] for k in ("providerConfigRef",) if k in status}
     own = _own_labels(labels)
     caches = content.get("caches") if isinstance(content.get("caches"), dict) else {}
+    staged = set(content.get("staged") or ())
     for key in caches:
         namespace, _, name = str(key).partition("/")
-        own[cache_label(namespace, name)] = "true"
+        own[cache_label(namespace, name)] = CACHE_STAGED if key in staged else CACHE_WANTED
     return _configmap(cache_configmap_name(cluster), own | {CACHE_SUMMARY_LABEL: "true"}, data)
 
 
@@ -281,14 +306,20 @@ def configmaps(cluster: str, labels: Mapping[str, str], content: JSON) -> list[J
 
 def summaries(objects: Iterable[JSON]) -> list[JSON]:
     """Both summary ConfigMaps of each InferenceCluster among ``objects``, in their order, from the
-    status each gives and the ModelReplicas among ``objects`` pinned to it: what
-    compose-inference-cluster composes (``modelplane summarize``, the benchmark's fleet)."""
+    status each gives, the ModelReplicas among ``objects`` pinned to it and the caches'
+    Objects on it: what compose-inference-cluster composes (``modelplane summarize``, the
+    benchmark's fleet)."""
     objects = list(objects)
     pinned: dict[str, list[JSON]] = {}
+    cache_objects: dict[str, list[JSON]] = {}
     for obj in objects:
         if obj.get("kind") == "ModelReplica":
             where = str(tolerant.text(obj, "spec", "clusterName") or "")
             pinned.setdefault(where, []).append(obj)
+        elif obj.get("kind") == "Object":
+            where = (tolerant.mapping(obj, "metadata", "labels") or {}).get(CACHE_CLUSTER_LABEL)
+            if isinstance(where, str):
+                cache_objects.setdefault(where, []).append(obj)
     out = []
     for cluster in objects:
         if cluster.get("kind") != "InferenceCluster":
@@ -296,7 +327,9 @@ def summaries(objects: Iterable[JSON]) -> list[JSON]:
         name = tolerant.name_of(cluster)
         status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
         labels = tolerant.mapping(cluster, "metadata", "labels") or {}
-        out.extend(configmaps(name, labels, summary(cluster, status, pinned.get(name, []))))
+        staged = staged_caches(cache_objects.get(name, []))
+        content = summary(cluster, status, pinned.get(name, []), staged=staged)
+        out.extend(configmaps(name, labels, content))
     return out
 
 

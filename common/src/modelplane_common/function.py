@@ -15,7 +15,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import grpc
@@ -37,6 +37,20 @@ SETTLING_TTL = timedelta(seconds=5)
 # --context-values, so their output is deterministic; a real control plane leaves it unset and
 # functions read the wall clock.
 CLOCK_CONTEXT_KEY = "modelplane.ai/now"
+
+
+def injected_now(context: Mapping[str, Any]) -> datetime | None:
+    """The clock ``context`` carries (``CLOCK_CONTEXT_KEY``), or None when unset or
+    unreadable (then a function reads the wall clock)."""
+    value = context.get(CLOCK_CONTEXT_KEY)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
 
 Severity = Literal["Normal", "Warning", "Fatal"]
 _SEVERITY = {

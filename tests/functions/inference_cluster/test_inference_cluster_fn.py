@@ -565,7 +565,7 @@ def test_existing_cluster_converges_once_its_stack_is_ready():
 
 def test_existing_cluster_without_pools_publishes_no_pools():
     xr = cluster("bare", {"source": "Existing", "existing": {"secretRef": {"name": "k"}}}, None)
-    rsp = run(xr, {}, {"model-replicas": [], "replica-objects": []})
+    rsp = run(xr, {}, {"model-replicas": [], "replica-objects": [], "cache-objects": []})
     assert desired_status(rsp)["gpuPools"] == []
     assert set(desired_resources(rsp)) == {
         "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",

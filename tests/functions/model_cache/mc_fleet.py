@@ -101,14 +101,29 @@ def observe(
     return seen
 
 
-def summary_configmap(cluster: dict, replicas: Iterable[dict] = ()) -> dict:
+def summary_configmap(
+    cluster: dict, replicas: Iterable[dict] = (), staged: Iterable[str] = ()
+) -> dict:
     """The cache summary ConfigMap compose-inference-cluster composes for ``cluster`` (plan.
-    _compose_capacity_summary), from the status the cluster reports and its replicas."""
+    _compose_capacity_summary), from the status the cluster reports, its replicas and the
+    caches (``<namespace>/<name>``) with Objects on it."""
     name = cluster["metadata"]["name"]
     status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
     on_it = [r for r in replicas if (r.get("spec") or {}).get("clusterName") == name]
-    content = cs.summary(cluster, status, on_it)
+    content = cs.summary(cluster, status, on_it, staged=staged)
     return cs.cache_configmap(name, cluster["metadata"].get("labels") or {}, content)
+
+
+def provider_config(cluster: dict, *, deleting: bool = False) -> dict:
+    """The ClusterProviderConfig compose-inference-cluster composes for ``cluster``, named as
+    its status publishes it; ``deleting``: deleted while Objects still use it."""
+    metadata: dict = {"name": cluster["status"]["providerConfigRef"]["name"]}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        metadata["finalizers"] = ["in-use.crossplane.io"]
+    return {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+            "kind": "ClusterProviderConfig", "metadata": metadata,
+            "spec": {"credentials": {"source": "Secret"}}}  # fmt: skip
 
 
 def fleet(
@@ -117,17 +132,24 @@ def fleet(
     *,
     unsummarised: Iterable[str] = (),
     unreadable: Iterable[str] = (),
+    staged: Iterable[str] = (),
+    deleting: Iterable[str] = (),
 ) -> list[dict]:
-    """The clusters and their summaries; ``unsummarised`` clusters have none (not composed
-    yet), ``unreadable`` ones a summary whose data is not a summary."""
+    """The clusters, their provider configs and their summaries; ``unsummarised`` clusters
+    have none (not composed yet), ``unreadable`` ones a summary whose data is not a summary.
+    ``staged``: clusters where the cache (``NS/CACHE``) has Objects, as their summaries say
+    once published again; ``deleting``: clusters whose provider config is being deleted."""
     replicas, skip, broken = list(replicas), set(unsummarised), set(unreadable)
     objects = []
     for cluster in clusters:
         objects.append(cluster)
         name = cluster["metadata"]["name"]
+        if (cluster.get("status") or {}).get("providerConfigRef"):
+            objects.append(provider_config(cluster, deleting=name in set(deleting)))
         if name in skip:
             continue
-        configmap = summary_configmap(cluster, replicas)
+        on_it = [f"{NS}/{CACHE}"] if name in set(staged) else []
+        configmap = summary_configmap(cluster, replicas, on_it)
         if name in broken:
             configmap = copy.deepcopy(configmap)
             configmap["data"][cs.DATA_KEY] = '{"version": 99}'
@@ -139,16 +161,25 @@ def request(xr: dict, observed: dict | None = None) -> fnv1.RunFunctionRequest:
     return make_request(xr, observed)
 
 
-def call(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-    """One call over real gRPC."""
-    return run_function(ModelCacheFunction(), req)
+def call(req: fnv1.RunFunctionRequest, *, minute: int | None = None) -> fnv1.RunFunctionResponse:
+    """One call over real gRPC, at ``minute`` (None: every staged cluster's existence is
+    looked up, not one shard a minute)."""
+    function = ModelCacheFunction()
+    if minute is None:
+        function.check_all_staged = True
+    else:
+        function.clock = lambda: minute * 60.0
+    return run_function(function, req)
 
 
-def run(xr: dict, objects: list[dict] | None, observed: dict | None = None):
+def run(
+    xr: dict, objects: list[dict] | None, observed: dict | None = None, *, minute: int | None = None
+):
     """The response Crossplane keeps: the function is called until its requirements are
     stable, each round with them resolved from ``objects`` (None: nothing resolved, the first
     call)."""
     req = request(xr, observed)
     if objects is None:
-        return call(req)
-    return run_with_requirements(call, req, ResourcePool(copy.deepcopy(objects)))
+        return call(req, minute=minute)
+    pool = ResourcePool(copy.deepcopy(objects))
+    return run_with_requirements(lambda r: call(r, minute=minute), req, pool)

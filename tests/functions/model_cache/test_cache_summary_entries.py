@@ -55,8 +55,8 @@ def test_caches_list_the_replicas_mounting_each_cache_in_any_order():
     cache_summary = cs.cache_configmap("c", {"tier": "demo"}, content)
     labels = cache_summary["metadata"]["labels"]
     digest = hashlib.sha256(b"ml-team/qwen").hexdigest()[:16]
-    assert labels[f"modelplane.ai/cache-{digest}"] == "true"
-    assert labels[cs.cache_label("team-b", "qwen")] == "true"
+    assert labels[f"modelplane.ai/cache-{digest}"] == "wanted"  # nothing staged there yet
+    assert labels[cs.cache_label("team-b", "qwen")] == "wanted"
     assert labels[cs.CACHE_SUMMARY_LABEL] == "true" and cs.SUMMARY_LABEL not in labels
     assert len([k for k in labels if k.startswith("modelplane.ai/cache-")]) == 3
     assert labels["tier"] == "demo"
@@ -65,6 +65,34 @@ def test_caches_list_the_replicas_mounting_each_cache_in_any_order():
     capacity = cs.configmap("c", {"tier": "demo"}, content)
     assert "caches" not in cs.parse(capacity)
     assert not [k for k in capacity["metadata"]["labels"] if k.startswith(cs.CACHE_LABEL_PREFIX)]
+
+
+def _cache_object(namespace: str, cache: str | None) -> dict:
+    labels = {"modelplane.ai/modelcache": cache} if cache else {}
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": "o", "namespace": namespace,
+                     "labels": {"modelplane.ai/cache-cluster": "c"}},
+        "spec": {"forProvider": {"manifest": {"metadata": {"labels": labels}}}},
+    }  # fmt: skip
+
+
+def test_a_cache_with_objects_on_the_cluster_is_labelled_staged_there_and_no_longer_wanted():
+    replicas = [replica("a", "ml-team", "qwen", "ml-team"), replica("x", "team-b", "qwen")]
+    objects = [_cache_object("ml-team", "qwen"), _cache_object("ml-team", "qwen"),
+               _cache_object("team-c", "gone"), _cache_object("ml-team", None)]  # fmt: skip
+    staged = cs.staged_caches(objects)
+    assert staged == ["ml-team/qwen", "team-c/gone"]
+    content = cs.summary(CLUSTER, {}, replicas, staged=staged)
+    labels = cs.cache_configmap("c", {}, content)["metadata"]["labels"]
+    assert labels[cs.cache_label("ml-team", "qwen")] == cs.CACHE_STAGED
+    assert labels[cs.cache_label("team-b", "qwen")] == cs.CACHE_WANTED
+    # Staged but mounted by nobody: no label (a cache keeps such weights while the cluster
+    # exists, and one with a selector reads its clusters by the selector).
+    assert cs.cache_label("team-c", "gone") not in labels
+    assert cs.parse(cs.cache_configmap("c", {}, content))["staged"] == staged
+    assert "staged" not in cs.parse(cs.configmap("c", {}, content))
 
 
 def test_the_cache_summary_keeps_only_what_the_cache_reads():
@@ -78,7 +106,7 @@ def test_the_cache_summary_keeps_only_what_the_cache_reads():
     content = cs.summary(cluster, status, replicas)
     cache_summary = cs.cache_configmap("c", {}, content)
     read = cs.parse(cache_summary)
-    assert set(read) == {"version", "cluster", "labels", "spec", "status", "caches"}
+    assert set(read) == {"version", "cluster", "labels", "spec", "status", "caches", "staged"}
     assert read["status"] == {"providerConfigRef": {"name": "c-pc"}}
     assert read["spec"] == {"cluster": content["spec"]["cluster"]}
     # A condition or a taint changing does not rewrite it.

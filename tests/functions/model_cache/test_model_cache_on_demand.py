@@ -6,6 +6,7 @@ or unreadable summary never deletes them (design/cache-staging.md)."""
 from __future__ import annotations
 
 import mc_fleet
+from compose_model_cache.cache_inputs import existence_shard
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from mc_fleet import CACHE, NS, cache, cluster, desired, observe, replica
 from modelplane_common import capacity_summary as cs
@@ -35,7 +36,7 @@ def test_without_a_selector_the_first_call_asks_only_for_the_clusters_it_is_moun
         "modelplane-system",
     )
     assert dict(wanted.match_labels.labels) == {
-        cs.cache_label(NS, CACHE): "true",
+        cs.cache_label(NS, CACHE): "wanted",  # clusters where it is not staged yet
         "modelplane.ai/cache-summary": "true",
     }
 
@@ -78,14 +79,33 @@ def test_a_staged_cluster_keeps_its_weights_after_its_replicas_leave_while_it_ex
     assert objects["pvc-eks-us-east"]["spec"] == observed["pvc-eks-us-east"]["spec"]
     assert {"pvc-onprem", "hydrate-onprem"} <= set(objects)
     assert not any(k.endswith("gke-us-central") for k in objects)
-    # Its summary was read by name: it no longer carries the cache's label.
-    wanted = rsp.requirements.resources["staged.eks-us-east"]
-    assert (wanted.kind, wanted.namespace, wanted.match_name) == (
-        "ConfigMap",
-        "modelplane-system",
-        "caches-eks-us-east",
-    )
+    # Not its summary but its provider config was read by name: the cluster still exists.
+    wanted = rsp.requirements.resources["provider.eks-us-east"]
+    assert (wanted.kind, wanted.match_name) == ("ClusterProviderConfig", "eks-us-east-pc")
+    assert "staged.eks-us-east" not in rsp.requirements.resources
     assert [c["name"] for c in status(rsp)["clusters"]] == ["eks-us-east", "onprem"]
+
+
+def test_a_staged_clusters_summary_is_not_read_while_its_provider_config_exists():
+    # Published again once the cache is staged there: eks no longer "wants" the cache.
+    observed = mc_fleet.observe(staged_on_eks(), complete=True)
+    users = [replica("r0", "eks-us-east")]
+    fleet = mc_fleet.fleet(FLEET, users, staged=["eks-us-east"])
+    rsp = mc_fleet.run(cache(), fleet, observed)
+    assert set(rsp.requirements.resources) == {"clusters", "provider.eks-us-east"}
+    objects = desired(rsp)
+    assert set(objects) == {"pvc-eks-us-east"}  # staged: its Job done and dropped
+    assert objects["pvc-eks-us-east"]["spec"] == observed["pvc-eks-us-east"]["spec"]
+    assert status(rsp)["clusters"] == [{"name": "eks-us-east", "phase": "Ready"}]
+    # Its provider config being deleted (its InferenceCluster was): the summary and the
+    # cluster are read by name, and a deleted cluster's objects go.
+    going = [GKE, ONPREM, mc_fleet.provider_config(EKS, deleting=True)]
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(going), observed)
+    assert {"staged.eks-us-east", "cluster.eks-us-east"} <= set(rsp.requirements.resources)
+    assert desired(rsp) == {}
+    # ... while a cluster that still exists keeps them, whatever its config.
+    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, users, deleting=["eks-us-east"]), observed)
+    assert set(desired(rsp)) == {"pvc-eks-us-east"}
 
 
 def test_a_deleted_staged_cluster_loses_its_objects():
@@ -109,9 +129,12 @@ def test_a_staged_cluster_whose_summary_is_missing_or_unreadable_is_held():
             for key, body in observed.items():
                 assert objects[key]["spec"] == body["spec"], (broken, xr["spec"])
             (entry,) = [c for c in status(rsp)["clusters"] if c["name"] == "eks-us-east"]
-            assert "caches-eks-us-east" in entry["message"]
-            assert "kept as they are" in entry["message"]
-            assert entry["phase"] == "Ready"  # its replicas' pods may still start there
+            if "clusterSelector" in xr["spec"]:
+                assert "caches-eks-us-east" in entry["message"]
+                assert "kept as they are" in entry["message"]
+                assert entry["phase"] == "Ready"  # its replicas' pods may still start there
+            else:  # its summary is not read at all: its provider config says it exists
+                assert entry == {"name": "eks-us-east", "phase": "Hydrating"}  # as observed
 
 
 def test_malformed_cache_users_in_a_summary_hold_an_unmatched_clusters_pvc():
@@ -135,10 +158,45 @@ def test_a_staged_clusters_summary_not_resolved_yet_holds_everything():
     observed = staged_on_eks()
     req = mc_fleet.request(cache(), observed)
     # Crossplane resolved "clusters" (nothing carries the label any more) but not yet the
-    # staged cluster's summary by name.
+    # staged cluster's provider config by name.
     req.required_resources["clusters"].SetInParent()
+    rsp = mc_fleet.call(req)
+    assert set(desired(rsp)) == set(observed)
+    assert rsp.requirements.resources["provider.eks-us-east"].match_name == "eks-us-east-pc"
+    # Its config is gone (the cluster may be): its summary is asked for, and until it comes
+    # everything is still held.
+    req.required_resources["provider.eks-us-east"].SetInParent()
     rsp = mc_fleet.call(req)
     assert set(desired(rsp)) == set(observed)
     assert "staged.eks-us-east" in rsp.requirements.resources
     # Nothing resolved at all: the same.
     assert set(desired(mc_fleet.run(cache(), None, observed))) == set(observed)
+
+
+def test_staged_clusters_existence_is_looked_up_a_shard_a_minute_and_unhealthy_ones_always():
+    names = [f"c-{i}" for i in range(40)]
+    clusters = [cluster(n) for n in names]
+    users = [replica(f"r-{n}", n) for n in names]
+    first = mc_fleet.run(cache(), mc_fleet.fleet(clusters, users))
+    observed = mc_fleet.observe(desired(first), complete=True)
+    staged = mc_fleet.fleet(clusters, users, staged=names)
+    by_shard: dict[int, list[str]] = {}
+    for n in names:
+        by_shard.setdefault(existence_shard(n), []).append(n)
+    shard, in_turn = next(iter(sorted(by_shard.items())))
+    other = next(n for n in names if existence_shard(n) != shard)
+    # Its Object fails to sync (its cluster's kubeconfig is gone): looked up every minute.
+    observed[f"pvc-{other}"]["status"]["conditions"].append({"type": "Synced", "status": "False"})
+    rsp = mc_fleet.run(cache(), staged, observed, minute=shard)
+    looked_up = {k for k in rsp.requirements.resources if k.startswith("provider.")}
+    assert looked_up == {f"provider.{n}" for n in [*in_turn, other]}
+    assert set(desired(rsp)) == {f"pvc-{n}" for n in names}
+    # A deleted cluster whose Object stays healthy (an Existing cluster's kubeconfig is the
+    # user's) is kept until its shard's minute comes, then its PVC goes.
+    gone = in_turn[0]
+    without = mc_fleet.fleet([c for c in clusters if c["metadata"]["name"] != gone], users,
+                             staged=names)  # fmt: skip
+    later = mc_fleet.run(cache(), without, observed, minute=shard + 1)
+    assert f"pvc-{gone}" in desired(later)
+    now = mc_fleet.run(cache(), without, observed, minute=shard + 16)
+    assert set(desired(now)) == {f"pvc-{n}" for n in names if n != gone}

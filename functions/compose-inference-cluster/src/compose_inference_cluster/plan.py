@@ -112,6 +112,7 @@ def compose(
             f"invalid InferenceCluster: {validation_summary(err)}",
             severity="Warning",
             replicas=replicas,
+            cache_objects=caches,
         )
 
     pools = cluster.spec.nodePools or []
@@ -126,6 +127,7 @@ def compose(
             "Resolving InferenceClasses: " + ", ".join(classes.unresolved),
             quiet=True,
             replicas=None,  # a first round: the summary stays as it is
+            cache_objects=None,
         )
     # A pool that cannot be resolved holds back only itself (issue 21): the cluster, its
     # other pools and everything running on them go on.
@@ -164,7 +166,7 @@ def compose(
         for p in cluster.spec.nodePools or []
         if p.name in unavailable
     ]
-    _compose_capacity_summary(outcome, xr, observed, replicas)
+    _compose_capacity_summary(outcome, xr, observed, replicas, caches)
     return outcome
 
 
@@ -173,20 +175,25 @@ def _compose_capacity_summary(
     xr: JSON,
     observed: Mapping[str, JSON],
     replicas: list[JSON] | None,
+    cache_objects: list[JSON] | None,
     *,
     ready: bool | None = None,
 ) -> None:
     """The cluster's capacity summary for the fleet scheduler and its cache summary for
-    compose-model-cache (design/capacity.md). While its replicas are not resolved the last
-    ones are kept: a summary missing its replicas would read as free capacity."""
+    compose-model-cache (design/capacity.md). While its replicas or the caches' Objects on
+    it are not resolved the last ones are kept: a summary missing its replicas would read as
+    free capacity, one missing a cache's Objects as a cluster that cache must stage on."""
     keys = (KEY_CAPACITY_SUMMARY, KEY_CACHE_SUMMARY)
-    if replicas is None:
+    if replicas is None or cache_objects is None:
         for key in keys:
             if key in observed:
                 outcome.compose(key, held(observed[key]), ready=True)
         return
     name = tolerant.name_of(xr)
-    content = capacity_summary.summary(xr, outcome.composite_status, replicas, ready=ready)
+    staged = capacity_summary.staged_caches(cache_objects)
+    content = capacity_summary.summary(
+        xr, outcome.composite_status, replicas, ready=ready, staged=staged
+    )
     labels = tolerant.mapping(xr, "metadata", "labels") or {}
     # A ConfigMap has no Ready condition to wait for.
     for key, body in zip(keys, capacity_summary.configmaps(name, labels, content), strict=True):
@@ -237,6 +244,7 @@ def _hold(
     message: str,
     *,
     replicas: list[JSON] | None,
+    cache_objects: list[JSON] | None,
     severity: Severity = "Warning",
     quiet: bool = False,
 ) -> Outcome:
@@ -261,7 +269,7 @@ def _hold(
     # The summary follows the replicas placed here, and says not Ready: a held cluster takes
     # nothing new (a frozen summary would offer its capacity and hide what lands on it).
     # ``replicas`` None keeps the last one.
-    _compose_capacity_summary(outcome, xr, observed, replicas, ready=False)
+    _compose_capacity_summary(outcome, xr, observed, replicas, cache_objects, ready=False)
     return outcome
 
 

@@ -33,9 +33,17 @@ MAX_HYDRATING = 64
 ARTIFACT_READY = "ArtifactReady"
 
 
-def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.Required) -> Outcome:
+def compose_cache(
+    composite: JSON,
+    observed: dict[str, JSON],
+    required: inputs.Required,
+    *,
+    check_shard: int | None = None,
+) -> Outcome:
     """The outcome for one ModelCache given its observed Objects and the objects its
-    requirements resolved to (``required(key)``: None while not resolved yet)."""
+    requirements resolved to (``required(key)``: None while not resolved yet).
+    ``check_shard``: the shard of staged clusters (``inputs.existence_shard``) whose
+    existence this reconcile looks up; None: all of them."""
     metadata = composite.get("metadata") or {}
     namespace, name = metadata.get("namespace") or "default", metadata.get("name", "")
     outcome = Outcome()
@@ -61,16 +69,32 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     on_demand = spec.clusterSelector is None or spec.clusterSelector.matchLabels is None
     match_labels = {} if on_demand else dict(spec.clusterSelector.matchLabels or {})
     staged = slots.observed_clusters(observed)
-    # Staged clusters' summaries are read by name only where ``clusters`` did not return them.
+    # Staged clusters' summaries are read by name only where ``clusters`` did not return them;
+    # on demand, where ``clusters`` returns only clusters still to stage, only where the
+    # cluster's ClusterProviderConfig does not show that it still exists.
+    # Their existence is looked up in turn (check_shard), but every reconcile where their PVC
+    # Object is unhealthy; the others are taken to exist, with the config they are observed with.
     unlisted = inputs.unlisted(required, staged) or []
+    providers = slots.provider_configs(observed, unlisted) if on_demand else {}
+    checked = {
+        cluster: config
+        for cluster, config in providers.items()
+        if check_shard in (None, inputs.existence_shard(cluster))
+        or not slots.healthy(observed, cluster)
+    }
+    present = inputs.existing(required, checked)
+    if present is not None:
+        present |= {c: config for c, config in providers.items() if c not in checked}
+    summaries_by_name = inputs.by_name(unlisted, providers, present)
     outcome.requirements = inputs.requirements(
         namespace,
         name,
         None if on_demand else match_labels,
-        unlisted,
-        inputs.missing(required, unlisted),
+        summaries_by_name,
+        inputs.missing(required, summaries_by_name),
+        providers=checked,
     )
-    fleet = inputs.read(required, staged)
+    fleet = inputs.read(required, staged, present)
     if fleet is None:
         # Not resolved yet: Crossplane resolves it and calls again. Keep everything meanwhile.
         outcome.resources.update(hold_observed(observed))
@@ -88,7 +112,8 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
     # counts only where its PVC already exists, and that PVC is kept exactly as observed.
     remote = remote_namespace(namespace)
     replicas, unknown = inputs.users_of(fleet, namespace, name)
-    users = slots.CacheUsers(replicas, frozenset(unknown))
+    # Where the summary was not read, who mounts the cache is not known.
+    users = slots.CacheUsers(replicas, frozenset(unknown | fleet.assumed.keys()))
     chosen = set(fleet.selected)
     if on_demand:
         # Once staged, a cluster keeps its weights while it exists (design/cache-staging.md).
@@ -99,6 +124,13 @@ def compose_cache(composite: JSON, observed: dict[str, JSON], required: inputs.R
         for c in staging.matched_clusters(views, match_labels)
         if c.provider_config or c.name in staged
     ]
+    # A staged cluster known to exist, its summary not read: composed as it is observed.
+    matched += [
+        staging.MatchedCluster(c, config, staging.DEFAULT_STORAGE_CLASS)
+        for c, config in fleet.assumed.items()
+        if c not in chosen
+    ]
+    matched.sort(key=lambda c: c.name)
     previous = tolerant.status(composite)
     was_ready = staging.previously_ready(previous)
     reported = {tolerant.text(e, "name") for e in tolerant.maps(previous, "clusters")}

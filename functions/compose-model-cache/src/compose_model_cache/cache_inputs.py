@@ -7,12 +7,17 @@ cluster's labels, source and provider config, and who mounts which cache there, 
 replicas the scheduler reads:
 
 * ``clusters``: with a ``clusterSelector``, the summaries carrying its labels (the clusters
-  it stages on); without one, the summaries carrying the cache's own ``cache_label``: the
-  clusters where replicas mounting it are placed (it stages on demand);
-* ``staged.<cluster>``: by name, the summary of every cluster where it has a PVC that
+  it stages on); without one, the summaries carrying the cache's own ``cache_label`` as
+  ``wanted``: the clusters where replicas mounting it are placed and it has nothing yet (it
+  stages on demand);
+* ``provider.<cluster>``: without a selector, by name, the ClusterProviderConfig its PVC
+  Object uses on a cluster where it has a PVC that ``clusters`` did not return: there, its
+  weights stay while the cluster exists, and the config existing (not being deleted) says the
+  cluster does; its summary is not read (design/cache-staging.md, "Size");
+* ``staged.<cluster>``: by name, the summary of every other cluster where it has a PVC that
   ``clusters`` did not return (asked once ``clusters`` is resolved, so a summary is never sent
-  twice), for the replicas mounting it there (whose weights stay while they run) and, without
-  a selector, to keep staging there while the cluster exists;
+  twice): with a selector, for the replicas mounting it there (whose weights stay while they
+  run); without one, where that config is missing or being deleted;
 * ``cluster.<cluster>``: by name, the InferenceCluster of a staged cluster whose summary is
   missing, to tell a deleted cluster (its weights go with it) from a summary not published
   yet (unknown: everything there is held).
@@ -34,6 +39,8 @@ from modelplane_common.plain import JSON
 CLUSTERS = "clusters"
 _STAGED_PREFIX = "staged."
 _CLUSTER_PREFIX = "cluster."
+_PROVIDER_PREFIX = "provider."
+PROVIDER_CONFIG_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
 Required = Callable[[str], list[JSON] | None]
 
@@ -51,6 +58,10 @@ def cluster_key(cluster: str) -> str:
     return f"{_CLUSTER_PREFIX}{cluster}"
 
 
+def provider_key(cluster: str) -> str:
+    return f"{_PROVIDER_PREFIX}{cluster}"
+
+
 def _summary_selector(**match: Any) -> Selector:
     return Selector("v1", "ConfigMap", namespace=cs.NAMESPACE, **match)
 
@@ -61,16 +72,23 @@ def requirements(
     match_labels: Mapping[str, str] | None,
     staged: Iterable[str],
     unsummarised: Iterable[str] = (),
+    *,
+    providers: Mapping[str, str] | None = None,
 ) -> dict[str, Selector]:
     """``match_labels`` None: the cache has no clusterSelector (it stages on demand).
-    ``staged``: staged clusters whose summary ``clusters`` did not return (``unlisted``);
-    ``unsummarised``: those whose summary was not found either (see ``missing``)."""
+    ``staged``: staged clusters whose summary is read by name (see ``by_name``);
+    ``unsummarised``: those whose summary was not found either (see ``missing``);
+    ``providers``: staged clusters whose ClusterProviderConfig (by name) says they exist."""
     if match_labels is None:
-        labels = {cs.cache_label(namespace, name): "true"}
+        labels = {cs.cache_label(namespace, name): cs.CACHE_WANTED}
     else:
         labels = {str(k): str(v) for k, v in match_labels.items()}
     selected = labels | {cs.CACHE_SUMMARY_LABEL: "true"}
     wanted = {CLUSTERS: _summary_selector(match_labels=selected)}
+    for cluster, config in sorted((providers or {}).items()):
+        wanted[provider_key(cluster)] = Selector(
+            PROVIDER_CONFIG_API_VERSION, "ClusterProviderConfig", match_name=config
+        )
     for cluster in sorted(set(staged)):
         name = cs.cache_configmap_name(cluster)
         wanted[staged_key(cluster)] = _summary_selector(match_name=name)
@@ -97,6 +115,41 @@ def _configmap_name(item: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def existing(required: Required, providers: Mapping[str, str]) -> dict[str, str] | None:
+    """Of ``providers`` (staged cluster -> the ClusterProviderConfig its PVC Object uses), the
+    clusters whose config exists and is not being deleted: the cluster exists. None while any
+    lookup is not resolved yet."""
+    present = {}
+    for cluster, config in providers.items():
+        found = required(provider_key(cluster))
+        if found is None:
+            return None
+        if found and not tolerant.text(found[0], "metadata", "deletionTimestamp"):
+            present[cluster] = config
+    return present
+
+
+# A staged cluster not read this reconcile (on demand, where its summary no longer carries the
+# cache as wanted) has its existence looked up in turn: each reconcile, the healthy ones of one
+# of this many shards of clusters (by name), so a cache staged on hundreds of clusters reads a
+# few dozen provider configs, not hundreds (design/cache-staging.md, "Size").
+EXISTENCE_CHECK_SHARDS = 16
+
+
+def existence_shard(cluster: str) -> int:
+    return cs.shard_of(cluster) % EXISTENCE_CHECK_SHARDS
+
+
+def by_name(
+    unlisted: Iterable[str], providers: Mapping[str, str], present: Mapping[str, str] | None
+) -> list[str]:
+    """Unlisted staged clusters whose summary is read by name: those without a config to look
+    up, and those whose config is missing or being deleted."""
+    if present is None:
+        return sorted(c for c in unlisted if c not in providers)
+    return sorted(c for c in unlisted if c not in present)
+
+
 def missing(required: Required, staged: Iterable[str]) -> list[str]:
     """Staged clusters whose summary the API server did not find."""
     return sorted(c for c in set(staged) if required(staged_key(c)) == [])
@@ -114,6 +167,8 @@ class Fleet:
     unknown: dict[str, str]
     # Staged clusters whose InferenceCluster is gone.
     deleted: set[str]
+    # Staged clusters not read, known to exist by their ClusterProviderConfig: its name.
+    assumed: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _parse(item: Any, cluster: str | None = None) -> Mapping[str, Any]:
@@ -134,8 +189,12 @@ def _summarised_cluster(item: Any, by_configmap: Mapping[str, str]) -> str | Non
     return by_configmap.get(name) if name is not None else None
 
 
-def read(required: Required, staged: Iterable[str]) -> Fleet | None:
-    """What the requirements returned, or None while any of them is not resolved yet."""
+def read(
+    required: Required, staged: Iterable[str], present: Mapping[str, str] | None = None
+) -> Fleet | None:
+    """What the requirements returned, or None while any of them is not resolved yet.
+    ``present``: staged clusters not returned by ``clusters`` that ``existing`` found (None:
+    not resolved yet, or no lookup made)."""
     selected_items = required(CLUSTERS)
     if selected_items is None:
         return None
@@ -166,6 +225,9 @@ def read(required: Required, staged: Iterable[str]) -> Fleet | None:
         where = f"cache summary ConfigMap {cs.NAMESPACE}/{cs.cache_configmap_name(cluster)}"
         if cluster in listed:
             _take_listed(fleet, cluster, listed[cluster], where)
+            continue
+        if present is not None and cluster in present:
+            fleet.assumed[cluster] = present[cluster]
             continue
         found = required(staged_key(cluster))
         if found is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from modelplane_common import observed as observed_state
 from modelplane_common import tolerant
 from modelplane_common.plain import JSON
 
@@ -75,3 +76,29 @@ def observed_clusters(observed: Mapping[str, JSON]) -> set[str]:
                 found.add(key[len(prefix) :])
                 break
     return found
+
+
+def provider_configs(observed: Mapping[str, JSON], clusters: Sequence[str]) -> dict[str, str]:
+    """Of ``clusters``, those whose observed PVC Object (either key) names the
+    ClusterProviderConfig it uses, with that name."""
+    found = {}
+    for cluster in clusters:
+        for moved_key in (True, False):
+            body = observed.get(objects.pvc_key(cluster, moved=moved_key))
+            name = tolerant.text(body, "spec", "providerConfigRef", "name")
+            if name:
+                found[cluster] = name
+                break
+    return found
+
+
+def healthy(observed: Mapping[str, JSON], cluster: str) -> bool:
+    """Whether the cluster's observed PVC Object (either key) is Ready and not failing to
+    sync: one that is not may have lost its cluster (a cloud cluster deleted, its kubeconfig
+    gone), so its cluster's existence is looked up every reconcile, not in turn."""
+    for moved_key in (True, False):
+        body = observed.get(objects.pvc_key(cluster, moved=moved_key))
+        if body is not None:
+            synced = observed_state.condition(body, "Synced") or {}
+            return observed_state.is_ready(body) and synced.get("status") != "False"
+    return False

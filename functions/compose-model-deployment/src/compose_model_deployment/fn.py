@@ -20,12 +20,12 @@ import pydantic
 from modelplane_common import drain_annotations, engines, route_timeouts, tolerant
 from modelplane_common.cache_naming import CACHE_LABEL
 from modelplane_common.function import (
-    CLOCK_CONTEXT_KEY,
     SETTLING_TTL,
     CompositionFunction,
     Outcome,
     Request,
     Selector,
+    injected_now,
     validation_summary,
 )
 from modelplane_common.observed import condition, held, is_ready, readiness
@@ -80,8 +80,7 @@ def _previous_reason(composite: Mapping[str, Any]) -> str:
 
 def now(context: Mapping[str, Any]) -> datetime.datetime:
     """The injected clock (``modelplane.ai/now``, RFC 3339) when set, else the wall clock."""
-    injected = scheduler.parse_time(context.get(CLOCK_CONTEXT_KEY))
-    return injected or datetime.datetime.now(datetime.UTC)
+    return injected_now(context) or datetime.datetime.now(datetime.UTC)
 
 
 def selector(deployment: str) -> str:
