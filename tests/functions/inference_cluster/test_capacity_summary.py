@@ -352,3 +352,33 @@ def test_a_summary_text_is_parsed_once_and_an_unreadable_one_is_refused_each_tim
         for _ in range(2):
             with pytest.raises(cs.UnreadableSummaryError):
                 cs.parse_shared(bad)
+
+
+def test_the_cache_summary_says_where_each_mounted_cache_is_staged_yet():
+    mounting = copy.deepcopy(CHAT_0)
+    mounting["metadata"]["labels"]["modelplane.ai/modelcache"] = "qwen"
+    cache_object = {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": "qwen-x1", "namespace": "ml",
+                     "labels": {"modelplane.ai/cache-cluster": CLUSTER}},
+        "spec": {"forProvider": {"manifest": {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "modelcache-ml-qwen-1", "namespace": "ml",
+                         "labels": {"modelplane.ai/modelcache": "qwen"}}}}},
+    }  # fmt: skip
+    label = cs.cache_label("ml", "qwen")
+    wanted = run(gke_cluster(), required([mounting, CHAT_1]))
+    assert desired_resources(wanted)["cache-summary"]["metadata"]["labels"][label] == "wanted"
+    staged_required = required([mounting, CHAT_1]) | {"cache-objects": [cache_object]}
+    staged = desired_resources(run(gke_cluster(), staged_required))["cache-summary"]
+    assert staged["metadata"]["labels"][label] == "staged"
+    assert cs.parse(staged)["staged"] == ["ml/qwen"]
+    # The caches' Objects not resolved yet: both summaries stay as they were, not "wanted".
+    observed = {key: observe(desired_resources(run(gke_cluster(), staged_required))[key],
+                             name=f"{key}-x") for key in (KEY, "cache-summary")}  # fmt: skip
+    unresolved = required([mounting, CHAT_1])
+    del unresolved["cache-objects"]
+    held = desired_resources(run(gke_cluster(), unresolved, observed))
+    assert held["cache-summary"]["metadata"]["labels"][label] == "staged"
+    assert held[KEY]["data"] == observed[KEY]["data"]
