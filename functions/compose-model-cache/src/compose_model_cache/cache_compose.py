@@ -70,10 +70,10 @@ def compose_cache(
     match_labels = {} if on_demand else dict(spec.clusterSelector.matchLabels or {})
     staged = slots.observed_clusters(observed)
     # Staged clusters' summaries are read by name only where ``clusters`` did not return them;
-    # on demand, where ``clusters`` returns only clusters still to stage, only where the
-    # cluster's ClusterProviderConfig does not show that it still exists.
-    # Their existence is looked up in turn (check_shard), but every reconcile where their PVC
-    # Object is unhealthy; the others are taken to exist, with the config they are observed with.
+    # on demand (``clusters`` returns only clusters still to stage) only where the cluster's
+    # ClusterProviderConfig does not show that it still exists. That is looked up in turn
+    # (``check_shard``), and every reconcile where the PVC Object is unhealthy; the others are
+    # taken to exist, with the config they are observed with.
     unlisted = inputs.unlisted(required, staged) or []
     providers = slots.provider_configs(observed, unlisted) if on_demand else {}
     checked = {

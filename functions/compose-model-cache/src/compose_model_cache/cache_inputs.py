@@ -78,7 +78,8 @@ def requirements(
     """``match_labels`` None: the cache has no clusterSelector (it stages on demand).
     ``staged``: staged clusters whose summary is read by name (see ``by_name``);
     ``unsummarised``: those whose summary was not found either (see ``missing``);
-    ``providers``: staged clusters whose ClusterProviderConfig (by name) says they exist."""
+    ``providers``: staged clusters whose existence is looked up, with the name of the
+    ClusterProviderConfig their PVC Object uses (``existing``)."""
     if match_labels is None:
         labels = {cs.cache_label(namespace, name): cs.CACHE_WANTED}
     else:
