@@ -200,3 +200,22 @@ def test_staged_clusters_existence_is_looked_up_a_shard_a_minute_and_unhealthy_o
     assert f"pvc-{gone}" in desired(later)
     now = mc_fleet.run(cache(), without, observed, minute=shard + 16)
     assert set(desired(now)) == {f"pvc-{n}" for n in names if n != gone}
+
+
+def test_a_deleted_staged_cluster_is_found_within_the_calls_crossplane_allows():
+    # Crossplane calls a function at most six times while its requirements change.
+    observed = mc_fleet.observe(staged_on_eks(), complete=True)
+    gone = [GKE, ONPREM]
+    calls = []
+    req = mc_fleet.request(cache(), observed)
+    pool = mc_fleet.ResourcePool(mc_fleet.fleet(gone))
+
+    def counted(r):
+        calls.append(set(r.required_resources))
+        return mc_fleet.call(r)
+
+    rsp = mc_fleet.run_with_requirements(counted, req, pool)
+    assert desired(rsp) == {}
+    # clusters and the config; the summary; the InferenceCluster; settled.
+    assert len(calls) == 4
+    assert calls[1] == {"clusters", "provider.eks-us-east"}

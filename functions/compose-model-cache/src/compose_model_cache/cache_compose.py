@@ -73,9 +73,11 @@ def compose_cache(
     # on demand (``clusters`` returns only clusters still to stage) only where the cluster's
     # ClusterProviderConfig does not show that it still exists. That is looked up in turn
     # (``check_shard``), and every reconcile where the PVC Object is unhealthy; the others are
-    # taken to exist, with the config they are observed with.
+    # taken to exist, with the config they are observed with. The lookups are asked for in
+    # the first round, beside ``clusters``: Crossplane calls a function at most six times
+    # until its requirements settle.
     unlisted = inputs.unlisted(required, staged) or []
-    providers = slots.provider_configs(observed, unlisted) if on_demand else {}
+    providers = slots.provider_configs(observed, sorted(staged)) if on_demand else {}
     checked = {
         cluster: config
         for cluster, config in providers.items()
