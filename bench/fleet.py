@@ -683,20 +683,13 @@ def _as_staged(replica: JSON) -> JSON:
 def restage(objects: list[JSON], clusters: set[str]) -> None:
     """The cache summaries of ``clusters`` published again once the measured namespace's
     cache has an Object there (in place: the objects Crossplane fetches from)."""
-    key = f"{MEASURED_NAMESPACE}/{CACHE}"
     label = capacity_summary.cache_label(MEASURED_NAMESPACE, CACHE)
     names = {capacity_summary.cache_configmap_name(c) for c in clusters}
     for obj in objects:
-        if obj["kind"] != "ConfigMap" or obj["metadata"]["name"] not in names:
-            continue
-        content = json.loads(obj["data"][capacity_summary.DATA_KEY])
-        if key in content["staged"]:
-            continue
-        content["staged"] = sorted([*content["staged"], key])
-        if key in content["caches"]:
-            obj["metadata"]["labels"][label] = capacity_summary.CACHE_STAGED
-        text = json.dumps(content, sort_keys=True, separators=(",", ":"))
-        obj["data"][capacity_summary.DATA_KEY] = text
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in names:
+            labels = obj["metadata"]["labels"]
+            if label in labels:  # mounted there
+                labels[label] = capacity_summary.CACHE_STAGED
 
 
 def _route(namespace: str, dep: str, backends: list[str]) -> JSON:

@@ -127,9 +127,12 @@ def _claims(engines: Any) -> list[JSON]:
 def staged_caches(cache_objects: Iterable[JSON]) -> list[str]:
     """The ModelCaches (``<namespace>/<name>``) with an Object on a cluster, given the caches'
     Objects there (``modelplane.ai/cache-cluster``): each names its cache by the label on the
-    object it wraps, in the cache's namespace."""
+    object it wraps, in the cache's namespace. An Object being deleted does not count: a
+    cache made again under that name, mounted there, must see the cluster as wanted."""
     staged = set()
     for obj in cache_objects:
+        if tolerant.text(obj, "metadata", "deletionTimestamp"):
+            continue
         namespace = tolerant.text(obj, "metadata", "namespace")
         labels = tolerant.mapping(obj, "spec", "forProvider", "manifest", "metadata", "labels")
         name = labels.get(CACHE_LABEL) if labels is not None else None
@@ -286,7 +289,8 @@ def cache_configmap(cluster: str, labels: Mapping[str, str], content: JSON) -> J
     still has to stage on, not of all it is staged on (design/cache-staging.md)."""
     spec = content.get("spec") if isinstance(content.get("spec"), dict) else {}
     status = content.get("status") if isinstance(content.get("status"), dict) else {}
-    kept = ("version", "cluster", "labels", "caches", "staged")
+    # Not ``staged``: only its labels are read, and any cache staging there would rewrite it.
+    kept = ("version", "cluster", "labels", "caches")
     data = {k: content[k] for k in kept if k in content}
     data["spec"] = {k: spec[k] for k in ("cluster",) if k in spec}
     data["status"] = {k: status[k] for k in ("providerConfigRef",) if k in status}

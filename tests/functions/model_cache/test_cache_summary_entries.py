@@ -91,8 +91,13 @@ def test_a_cache_with_objects_on_the_cluster_is_labelled_staged_there_and_no_lon
     # Staged but mounted by nobody: no label (a cache keeps such weights while the cluster
     # exists, and one with a selector reads its clusters by the selector).
     assert cs.cache_label("team-c", "gone") not in labels
-    assert cs.parse(cs.cache_configmap("c", {}, content))["staged"] == staged
+    # Only the labels say it: a cache staging anywhere does not rewrite the data.
+    assert "staged" not in cs.parse(cs.cache_configmap("c", {}, content))
     assert "staged" not in cs.parse(cs.configmap("c", {}, content))
+    # An Object being deleted (a PVC still mounted, say) no longer counts.
+    deleting = _cache_object("ml-team", "qwen")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert cs.staged_caches([deleting, _cache_object("team-c", "gone")]) == ["team-c/gone"]
 
 
 def test_the_cache_summary_keeps_only_what_the_cache_reads():
@@ -106,7 +111,7 @@ def test_the_cache_summary_keeps_only_what_the_cache_reads():
     content = cs.summary(cluster, status, replicas)
     cache_summary = cs.cache_configmap("c", {}, content)
     read = cs.parse(cache_summary)
-    assert set(read) == {"version", "cluster", "labels", "spec", "status", "caches", "staged"}
+    assert set(read) == {"version", "cluster", "labels", "spec", "status", "caches"}
     assert read["status"] == {"providerConfigRef": {"name": "c-pc"}}
     assert read["spec"] == {"cluster": content["spec"]["cluster"]}
     # A condition or a taint changing does not rewrite it.

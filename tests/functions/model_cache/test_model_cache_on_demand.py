@@ -5,11 +5,15 @@ or unreadable summary never deletes them (design/cache-staging.md)."""
 
 from __future__ import annotations
 
+import copy
+
 import mc_fleet
 from compose_model_cache.cache_inputs import existence_shard
+from compose_model_cache.fn import EXISTENCE_SHARD_CONTEXT_KEY, ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from mc_fleet import CACHE, NS, cache, cluster, desired, observe, replica
 from modelplane_common import capacity_summary as cs
+from modelplane_common.serving import run_function
 
 GKE, EKS, ONPREM = cluster("gke-us-central"), cluster("eks-us-east", "EKS"), cluster("onprem")
 FLEET = [GKE, EKS, ONPREM]
@@ -103,9 +107,19 @@ def test_a_staged_clusters_summary_is_not_read_while_its_provider_config_exists(
     rsp = mc_fleet.run(cache(), mc_fleet.fleet(going), observed)
     assert {"staged.eks-us-east", "cluster.eks-us-east"} <= set(rsp.requirements.resources)
     assert desired(rsp) == {}
-    # ... while a cluster that still exists keeps them, whatever its config.
-    rsp = mc_fleet.run(cache(), mc_fleet.fleet(FLEET, users, deleting=["eks-us-east"]), observed)
+    # ... while a cluster that still exists keeps them, whatever its config: its summary is
+    # read by name, and says so.
+    fleet = mc_fleet.fleet(FLEET, users, staged=["eks-us-east"], deleting=["eks-us-east"])
+    rsp = mc_fleet.run(cache(), fleet, observed)
+    assert "staged.eks-us-east" in rsp.requirements.resources
     assert set(desired(rsp)) == {"pvc-eks-us-east"}
+    # Its summary missing too, the InferenceCluster is read: it exists, so all is held.
+    fleet = mc_fleet.fleet(FLEET, users, unsummarised=["eks-us-east"], deleting=["eks-us-east"])
+    rsp = mc_fleet.run(cache(), fleet, observed)
+    assert "cluster.eks-us-east" in rsp.requirements.resources
+    assert desired(rsp)["pvc-eks-us-east"]["spec"] == observed["pvc-eks-us-east"]["spec"]
+    (entry,) = status(rsp)["clusters"]
+    assert "caches-eks-us-east is missing" in entry["message"]
 
 
 def test_a_deleted_staged_cluster_loses_its_objects():
@@ -219,3 +233,50 @@ def test_a_deleted_staged_cluster_is_found_within_the_calls_crossplane_allows():
     # clusters and the config; the summary; the InferenceCluster; settled.
     assert len(calls) == 4
     assert calls[1] == {"clusters", "provider.eks-us-east"}
+
+
+def test_a_reconcile_looks_up_one_shard_even_when_the_minute_changes_between_calls():
+    names = [f"c-{i}" for i in range(40)]
+    clusters = [cluster(n) for n in names]
+    users = [replica(f"r-{n}", n) for n in names]
+    first = desired(mc_fleet.run(cache(), mc_fleet.fleet(clusters, users)))
+    observed = mc_fleet.observe(first, complete=True)
+    pool = mc_fleet.ResourcePool(mc_fleet.fleet(clusters, users, staged=names))
+    function = ModelCacheFunction()
+    minutes = iter(range(100))
+    function.clock = lambda: next(minutes) * 60.0  # a minute passes between any two calls
+    calls = []
+
+    def call(req):
+        calls.append(req)
+        return run_function(function, req)
+
+    rsp = mc_fleet.run_with_requirements(call, mc_fleet.request(cache(), observed), pool)
+    looked_up = {k.removeprefix("provider.") for k in rsp.requirements.resources}
+    assert looked_up - {"clusters"} == {n for n in names if existence_shard(n) == 0}
+    assert rsp.context[EXISTENCE_SHARD_CONTEXT_KEY] == 0  # pinned by the first call
+    assert len(calls) <= 3
+    assert set(desired(rsp)) == {f"pvc-{n}" for n in names}
+
+
+def test_a_cluster_still_holding_a_pvc_from_before_d10_is_read_by_name():
+    # The PVC in the shared namespace, from before D10: who mounts it and the class of the one
+    # replacing it are in the summary, so the cache does not take the cluster as it is.
+    staged = staged_on_eks()
+    legacy = {}
+    for key, body in staged.items():
+        old = copy.deepcopy(body)
+        old["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] = "default"
+        old["status"]["atProvider"]["manifest"]["metadata"]["namespace"] = "default"
+        legacy[key] = old
+    users = [replica("r0", "eks-us-east")]
+    fleet = mc_fleet.fleet(FLEET, users, staged=["eks-us-east"])
+    rsp = mc_fleet.run(cache(), fleet, legacy)
+    assert "staged.eks-us-east" in rsp.requirements.resources
+    assert "provider.eks-us-east" not in rsp.requirements.resources
+    objects = desired(rsp)
+    # The replacement, in the tenant's namespace, on EKS's class; the old one goes: the
+    # summary says its only replica runs in the tenant's namespace.
+    manifest = objects["ns-pvc-eks-us-east"]["spec"]["forProvider"]["manifest"]
+    assert manifest["spec"]["storageClassName"] == "modelplane-rwx-efs"
+    assert "pvc-eks-us-east" not in objects

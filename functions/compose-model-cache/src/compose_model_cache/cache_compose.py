@@ -76,18 +76,27 @@ def compose_cache(
     # taken to exist, with the config they are observed with. The lookups are asked for in
     # the first round, beside ``clusters``: Crossplane calls a function at most six times
     # until its requirements settle.
+    # A cluster still holding a PVC from before D10 is always read: who mounts that one, and
+    # the storage class of the one replacing it, are in its summary.
+    remote = remote_namespace(namespace)
     unlisted = inputs.unlisted(required, staged) or []
-    providers = slots.provider_configs(observed, sorted(staged)) if on_demand else {}
+    providers = {
+        cluster: config
+        for cluster, config in slots.provider_configs(observed, sorted(staged)).items()
+        if on_demand and not slots.is_legacy(observed.get(objects.pvc_key(cluster)), remote)
+    }
     checked = {
         cluster: config
         for cluster, config in providers.items()
         if check_shard in (None, inputs.existence_shard(cluster))
         or not slots.healthy(observed, cluster)
     }
-    present = inputs.existing(required, checked)
-    if present is not None:
-        present |= {c: config for c, config in providers.items() if c not in checked}
-    summaries_by_name = inputs.by_name(unlisted, providers, present)
+    existence = inputs.existing(required, checked)
+    present = None
+    if not existence.unresolved:
+        unchecked = {c: config for c, config in providers.items() if c not in checked}
+        present = existence.present | unchecked
+    summaries_by_name = inputs.by_name(unlisted, providers, existence.absent)
     outcome.requirements = inputs.requirements(
         namespace,
         name,
@@ -112,7 +121,6 @@ def compose_cache(
 
     # A matching cluster whose provider config cannot be read is unknown, not unreachable: it
     # counts only where its PVC already exists, and that PVC is kept exactly as observed.
-    remote = remote_namespace(namespace)
     replicas, unknown = inputs.users_of(fleet, namespace, name)
     # Where the summary was not read, who mounts the cache is not known.
     users = slots.CacheUsers(replicas, frozenset(unknown | fleet.assumed.keys()))

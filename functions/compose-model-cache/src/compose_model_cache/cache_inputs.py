@@ -116,18 +116,32 @@ def _configmap_name(item: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def existing(required: Required, providers: Mapping[str, str]) -> dict[str, str] | None:
-    """Of ``providers`` (staged cluster -> the ClusterProviderConfig its PVC Object uses), the
-    clusters whose config exists and is not being deleted: the cluster exists. None while any
-    lookup is not resolved yet."""
-    present = {}
+@dataclasses.dataclass
+class Existence:
+    """What the ClusterProviderConfig lookups of staged clusters found."""
+
+    # Config present and not being deleted: the cluster exists (cluster -> config name).
+    present: dict[str, str]
+    # Config missing or being deleted: the cluster may be gone.
+    absent: set[str]
+    # Lookups Crossplane has not resolved yet.
+    unresolved: set[str]
+
+
+def existing(required: Required, providers: Mapping[str, str]) -> Existence:
+    """The lookups of ``providers`` (staged cluster -> the ClusterProviderConfig its PVC
+    Object uses), cluster by cluster: one not resolved yet leaves the others' answers as they
+    are, so the requirements that follow from them never shrink."""
+    found = Existence({}, set(), set())
     for cluster, config in providers.items():
-        found = required(provider_key(cluster))
-        if found is None:
-            return None
-        if found and not tolerant.text(found[0], "metadata", "deletionTimestamp"):
-            present[cluster] = config
-    return present
+        items = required(provider_key(cluster))
+        if items is None:
+            found.unresolved.add(cluster)
+        elif items and not tolerant.text(items[0], "metadata", "deletionTimestamp"):
+            found.present[cluster] = config
+        else:
+            found.absent.add(cluster)
+    return found
 
 
 # A staged cluster not read this reconcile (on demand, where its summary no longer carries the
@@ -141,14 +155,10 @@ def existence_shard(cluster: str) -> int:
     return cs.shard_of(cluster) % EXISTENCE_CHECK_SHARDS
 
 
-def by_name(
-    unlisted: Iterable[str], providers: Mapping[str, str], present: Mapping[str, str] | None
-) -> list[str]:
+def by_name(unlisted: Iterable[str], providers: Mapping[str, str], absent: set[str]) -> list[str]:
     """Unlisted staged clusters whose summary is read by name: those without a config to look
     up, and those whose config is missing or being deleted."""
-    if present is None:
-        return sorted(c for c in unlisted if c not in providers)
-    return sorted(c for c in unlisted if c not in present)
+    return sorted(c for c in unlisted if c not in providers or c in absent)
 
 
 def missing(required: Required, staged: Iterable[str]) -> list[str]:

@@ -12,6 +12,9 @@ from modelplane_common.plain import JSON
 from compose_model_cache import cache_inputs
 from compose_model_cache.cache_compose import compose_cache
 
+# Pipeline context key pinning this reconcile's existence shard (cache_inputs).
+EXISTENCE_SHARD_CONTEXT_KEY = "modelplane.ai/cache-existence-shard"
+
 
 class ModelCacheFunction(CompositionFunction):
     name = "compose-model-cache"
@@ -21,12 +24,24 @@ class ModelCacheFunction(CompositionFunction):
     clock: Callable[[], float] = staticmethod(time.time)
 
     def compose(self, request: Request) -> Outcome:
-        injected = injected_now(request.context)  # simulate's and render's clock
-        minute = int((injected.timestamp() if injected else self.clock()) // 60)
-        shard = None if self.check_all_staged else minute % cache_inputs.EXISTENCE_CHECK_SHARDS
-        return compose_cache(
+        shard = None if self.check_all_staged else self._check_shard(request.context)
+        outcome = compose_cache(
             request.composite, request.observed, _required(request), check_shard=shard
         )
+        if shard is not None:
+            # The same shard for every call of this reconcile: Crossplane passes the context
+            # on while it resolves requirements, and a shard changing between calls would
+            # change the requirements it waits to settle.
+            outcome.context = request.context | {EXISTENCE_SHARD_CONTEXT_KEY: shard}
+        return outcome
+
+    def _check_shard(self, context: JSON) -> int:
+        pinned = context.get(EXISTENCE_SHARD_CONTEXT_KEY)
+        if isinstance(pinned, int | float) and 0 <= pinned < cache_inputs.EXISTENCE_CHECK_SHARDS:
+            return int(pinned)
+        injected = injected_now(context)  # simulate's and render's clock
+        minute = int((injected.timestamp() if injected else self.clock()) // 60)
+        return minute % cache_inputs.EXISTENCE_CHECK_SHARDS
 
 
 def _required(request: Request) -> cache_inputs.Required:
