@@ -204,8 +204,9 @@ def read(
     required: Required, staged: Iterable[str], present: Mapping[str, str] | None = None
 ) -> Fleet | None:
     """What the requirements returned, or None while any of them is not resolved yet.
-    ``present``: staged clusters not returned by ``clusters`` that ``existing`` found (None:
-    not resolved yet, or no lookup made)."""
+    ``present``: staged clusters taken to exist without reading their summary (their
+    config found by ``existing``, or not looked up this reconcile), with their config's name;
+    None while a lookup is not resolved yet, or when none was made."""
     selected_items = required(CLUSTERS)
     if selected_items is None:
         return None
