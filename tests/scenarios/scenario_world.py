@@ -165,6 +165,14 @@ def replica_usage(plane: ControlPlane, cluster: str) -> JSON | None:
     return guards[0] if guards else None
 
 
+def guards_replicas(plane: ControlPlane, cluster: str) -> bool:
+    """Whether ``cluster``'s guard says replicas are on it. The guard itself stands from the
+    cluster's creation until a deletion finds it empty (design/platform.md)."""
+    guard = replica_usage(plane, cluster)
+    assert guard is not None, f"InferenceCluster {cluster} has no usage-replicas guard"
+    return guard["spec"]["reason"] == "ModelReplicas are scheduled to this InferenceCluster"
+
+
 # --- nothing else changed -------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from modelplane.controlplane import ControlPlane
 from modelplane.kube import group_of, key_of, lookup
-from scenario_world import NAMESPACE, converge, find, label, routed
+from scenario_world import NAMESPACE, converge, find, guards_replicas, label, routed
 
 MAX_ROUNDS = 12
 
@@ -100,10 +100,10 @@ def test_a_model_deployment_goes_at_once_and_the_cluster_usage_after_it(fleet: C
     order = teardown(fleet, "ModelDeployment", "qwen3-8b", NAMESPACE)
     assert replicas and all(order[r] == 0 for r in replicas)  # no Usage holds a replica
     assert all(order[n] == 0 for n in order if n.startswith("Object[Deployment/qwen3-8b"))
-    # lab-east ran only a qwen replica: its reason-only ClusterUsage goes a round later, when
-    # compose-inference-cluster sees no replica left there.
-    (usage,) = [n for n in order if n.startswith("ClusterUsage")]
-    assert "lab-east" in usage and order[usage] == 1
+    # lab-east ran only a qwen replica: its guard stays (it stands until a deletion finds the
+    # cluster empty) and says, a round later, that no replica is left there.
+    assert not [n for n in order if n.startswith("ClusterUsage")]
+    assert not guards_replicas(fleet, "lab-east")
     assert not fleet.pending_deletions
     assert "qwen3-8b" not in " ".join(routed(fleet, "chat"))
 

@@ -10,9 +10,9 @@ from scenario_world import (
     endpoints,
     find,
     gateway_address,
+    guards_replicas,
     remote_objects,
     replica_name,
-    replica_usage,
     replicas,
     routed,
 )
@@ -73,6 +73,6 @@ def test_converged_fleet_spreads_replicas_and_routes_to_every_ready_one(
     assert {kind for _, kind, _ in remote_objects(plane, cache)} == {"PersistentVolumeClaim"}
 
     # Clusters running replicas are guarded against deletion; the idle one is not.
-    assert replica_usage(plane, "gke-us") is not None
-    assert replica_usage(plane, "lab-east") is not None
-    assert replica_usage(plane, "lab-west") is None
+    assert guards_replicas(plane, "gke-us")
+    assert guards_replicas(plane, "lab-east")
+    assert not guards_replicas(plane, "lab-west")

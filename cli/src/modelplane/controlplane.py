@@ -440,6 +440,7 @@ class ControlPlane:
         if found:
             message = usages.in_use_message(found)
             self._event(key, "Warning", "DeletionBlocked", message)
+            self._record_deletion_attempt(key, obj)
             if collected or any(p.replay for p in found) or key in self._pending_deletes:
                 self._pending_deletes[key] = message
             return []
@@ -857,6 +858,16 @@ class ControlPlane:
                     break
             else:
                 conditions.append({**update, "lastTransitionTime": self.now()})
+
+    def _record_deletion_attempt(self, key: ObjectKey, obj: JSON) -> None:
+        """The Usage webhook patches the object it refused to delete with the propagation
+        policy (background here), once; functions may read it (compose-inference-cluster)."""
+        annotations = meta(obj).get("annotations") or {}
+        if annotations.get(usages.DELETION_ATTEMPT) == usages.BACKGROUND:
+            return
+        updated = copy.deepcopy(obj)
+        meta(updated)["annotations"] = {**annotations, usages.DELETION_ATTEMPT: usages.BACKGROUND}
+        self._put(updated)
 
     def _event(self, key: ObjectKey, type_: str, reason: str, message: str) -> None:
         events = self.events.setdefault(key, [])

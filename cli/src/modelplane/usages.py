@@ -7,7 +7,8 @@ user's and the garbage collector's alike, with
 as it exists, and Crossplane's finalizer keeps a Usage with a ``by`` until that user is gone,
 so deleting all three together removes the user, then the Usage, then the used object. With
 ``replayDeletion: true`` a denied delete is sent again once the protection is gone; the garbage
-collector retries anyway.
+collector retries anyway. A denied delete also leaves ``usage.crossplane.io/deletion-attempt-
+with-policy`` on the object, as the webhook does.
 
 Selectors are resolved the way Crossplane's usage controller resolves them: matching labels,
 and with ``matchControllerRef`` the same controller as the Usage; a namespaced Usage looks in
@@ -23,6 +24,10 @@ from modelplane.kube import JSON, group_of, lookup, meta
 
 USAGE_GROUP = "protection.crossplane.io"
 USAGE_KINDS = ("Usage", "ClusterUsage")
+# What the webhook writes on an object whose delete it refused, and the policy kubectl and
+# the garbage collector use.
+DELETION_ATTEMPT = "usage.crossplane.io/deletion-attempt-with-policy"
+BACKGROUND = "Background"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -127,7 +127,7 @@ def test_the_xrd_accepts_the_aks_cluster_and_its_class():
 def test_first_pass_composes_an_aks_cluster_sized_from_the_class_and_publishes_capacity():
     rsp = run(CLUSTER)
     desired = desired_resources(rsp)
-    assert set(desired) == {"aks-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired) == {"aks-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     aks = desired["aks-cluster"]
     assert (aks["kind"], aks["metadata"]) == (
         "AKSCluster",
@@ -155,7 +155,7 @@ def test_ready_aks_cluster_opens_provider_config_and_stack_with_the_hosts_driver
     assert set(desired) == {
         "capacity-summary", "cache-summary",
         "aks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-aks-by-backend",
+        "usage-aks-by-backend", "usage-replicas",
     }  # fmt: skip
     config = desired["cluster-provider-config-kubernetes"]["spec"]
     assert "identity" not in config  # the kubeconfig carries a client certificate

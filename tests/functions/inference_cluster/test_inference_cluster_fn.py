@@ -179,7 +179,7 @@ def test_gke_first_pass_composes_the_cluster_with_both_pools_and_publishes_capac
     desired = desired_resources(rsp)
     # Nothing reaches the cluster before it exists; its capacity summary is the control
     # plane's own.
-    assert set(desired) == {"gke-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired) == {"gke-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     gke = desired["gke-cluster"]
     assert gke["metadata"] == {"name": "gke-us-central", "namespace": NS}
     assert gke["spec"]["project"] == "acme-inference"
@@ -228,7 +228,7 @@ def test_gke_ready_cluster_opens_provider_config_stack_storage_class_and_usage()
     rsp = run(GKE, observed)
     desired = desired_resources(rsp)
     assert set(desired) == {
-        "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
+        "gke-cluster", "usage-replicas", "cluster-provider-config-kubernetes", "storage-class-rwx",
         "serving-stack", "usage-gke-by-backend", "capacity-summary", "cache-summary",
     }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]
@@ -464,7 +464,7 @@ def test_requirements_ask_for_each_class_once_and_for_replicas():
 def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_class():
     rsp = run(EKS)
     desired = desired_resources(rsp)
-    assert set(desired) == {"eks-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired) == {"eks-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     eks = desired["eks-cluster"]
     assert eks["spec"]["region"] == "us-east-1"
     assert eks["spec"]["kubernetesVersion"] == "1.36"
@@ -481,7 +481,7 @@ def test_eks_cluster_composes_eks_xr_then_stack_without_identity_or_storage_clas
     desired = desired_resources(rsp)
     assert set(desired) == {
         "eks-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-eks-by-backend", "capacity-summary", "cache-summary",
+        "usage-eks-by-backend", "capacity-summary", "cache-summary", "usage-replicas",
     }  # fmt: skip
     assert "identity" not in desired["cluster-provider-config-kubernetes"]["spec"]
     assert "nvidiaDriverRoot" not in desired["serving-stack"]["spec"]  # default "/"
@@ -528,6 +528,7 @@ def test_existing_cluster_composes_provider_config_and_stack_at_once():
     desired = desired_resources(rsp)
     assert set(desired) == {
         "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
+        "usage-replicas",
     }  # fmt: skip
     cpc = desired["cluster-provider-config-kubernetes"]["spec"]
     assert cpc["credentials"]["secretRef"] == {
@@ -569,6 +570,7 @@ def test_existing_cluster_without_pools_publishes_no_pools():
     assert desired_status(rsp)["gpuPools"] == []
     assert set(desired_resources(rsp)) == {
         "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
+        "usage-replicas",
     }  # fmt: skip
 
 
@@ -582,6 +584,16 @@ REPLICA = {
 }
 
 
+DELETION_ATTEMPTED = {"usage.crossplane.io/deletion-attempt-with-policy": "Background"}
+
+
+def deletion_attempted(xr: dict) -> dict:
+    """The cluster after Crossplane's Usage webhook refused a delete of it."""
+    refused = copy.deepcopy(xr)
+    refused["metadata"]["annotations"] = dict(DELETION_ATTEMPTED)
+    return refused
+
+
 def test_replicas_on_the_cluster_block_its_deletion():
     rsp = run(EXISTING, {}, required_for(EXISTING, replicas=[REPLICA]))
     usage = desired_resources(rsp)["usage-replicas"]
@@ -592,11 +604,29 @@ def test_replicas_on_the_cluster_block_its_deletion():
         "reason": "ModelReplicas are scheduled to this InferenceCluster",
         "replayDeletion": True,
     }  # fmt: skip
-    # Gone once no replica remains; kept while the requirement is still unanswered.
-    observed = {"usage-replicas": observe(usage)}
-    assert "usage-replicas" not in desired_resources(run(EXISTING, observed))
-    kept = run_function(InferenceClusterFunction(), make_request(EXISTING, observed, {}))
-    assert "usage-replicas" in desired_resources(kept)
+    # Even a deletion attempt does not release it while the replica is there.
+    attempted = run(deletion_attempted(EXISTING), {"usage-replicas": observe(usage)},
+                    required_for(EXISTING, replicas=[REPLICA]))  # fmt: skip
+    assert desired_resources(attempted)["usage-replicas"]["spec"] == usage["spec"]
+
+
+def test_an_empty_cluster_is_guarded_until_a_deletion_finds_it_empty():
+    """A replica is placed before this function next reads the replicas (a requirement is not
+    watched), so the guard stands from the cluster's creation: a delete in that window would
+    strand the new replica's Objects. The webhook refuses the first delete and marks the
+    cluster; the next call, finding nothing on it, lets go, and Crossplane replays the
+    deletion."""
+    fresh = desired_resources(run(EXISTING, {}))["usage-replicas"]
+    assert "checked that none is left" in fresh["spec"]["reason"]
+    assert fresh["spec"]["replayDeletion"] is True
+    observed = {"usage-replicas": observe(fresh)}
+    assert "usage-replicas" in desired_resources(run(EXISTING, observed))
+    released = run(deletion_attempted(EXISTING), observed)
+    assert "usage-replicas" not in desired_resources(released)
+    # Unanswered is not "empty": the guard stays as it stands.
+    kept = run_function(InferenceClusterFunction(),
+                        make_request(deletion_attempted(EXISTING), observed, {}))  # fmt: skip
+    assert desired_resources(kept)["usage-replicas"]["spec"] == fresh["spec"]
 
 
 def guarded_observation() -> dict:
@@ -613,9 +643,10 @@ def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
                 "metadata": {"name": "o", "namespace": "ml",
                              "labels": {"modelplane.ai/cluster": "lab-h100"}}}  # fmt: skip
     observed = guarded_observation()
-    kept = run(EXISTING, observed, required_for(EXISTING, objects=[leftover]))
+    deleting = deletion_attempted(EXISTING)
+    kept = run(deleting, observed, required_for(EXISTING, objects=[leftover]))
     assert "usage-replicas" in desired_resources(kept)
-    released = run(EXISTING, observed, required_for(EXISTING))
+    released = run(deleting, observed, required_for(EXISTING))
     assert "usage-replicas" not in desired_resources(released)
 
 
@@ -624,10 +655,11 @@ def test_a_held_cluster_releases_its_guard_once_nothing_uses_it():
     resources (classes missing), but must still let go of the guard, or Usage protection
     keeps it (and its serving stack) for ever."""
     observed = guarded_observation()
-    held = run(EXISTING, observed, required_for(EXISTING, drop={"h100-8x-byo"}))
+    deleting = deletion_attempted(EXISTING)
+    held = run(deleting, observed, required_for(EXISTING, drop={"h100-8x-byo"}))
     assert _pools_resolved(held)[1] == "InvalidNodePool"
     assert "usage-replicas" not in desired_resources(held)
-    still_used = run(EXISTING, observed,
+    still_used = run(deleting, observed,
                      required_for(EXISTING, replicas=[REPLICA], drop={"h100-8x-byo"}))  # fmt: skip
     assert "usage-replicas" in desired_resources(still_used)
 
@@ -660,7 +692,12 @@ def test_xrd_rejects_bad_input_naming_the_field(mutate, field):
 
 def test_status_fields_crossplane_adds_do_not_stop_the_function():
     xr = {**GKE, "status": {"claimConditionTypes": ["X"], "crossplane": {"x": 1}}}
-    assert set(desired_resources(run(xr))) == {"gke-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired_resources(run(xr))) == {
+        "gke-cluster",
+        "capacity-summary",
+        "cache-summary",
+        "usage-replicas",
+    }
 
 
 def test_a_spec_the_schema_would_reject_holds_every_resource_and_names_the_field():
@@ -742,7 +779,8 @@ def test_every_tenant_with_a_replica_or_object_on_the_cluster_gets_one_namespace
     }
     # Cache Objects do not guard the cluster against deletion; replicas' Objects do.
     required["model-replicas"], required["replica-objects"] = [], []
-    assert "usage-replicas" not in desired_resources(run(EXISTING, required=required))
+    deleting = deletion_attempted(EXISTING)
+    assert "usage-replicas" not in desired_resources(run(deleting, required=required))
     body = desired_resources(rsp)["tenant-namespace-team-a"]
     # Never deleted by Modelplane (it may hold the tenant's own Secrets), and not labelled as
     # a replica's Object: it must not keep the cluster from being deleted.

@@ -83,7 +83,7 @@ def test_render_gateway_first_pass_and_once_traefik_is_ready(tmp_path):
 def test_render_gke_cluster_with_its_classes():
     docs = render(EXAMPLES / "inferencecluster-gke.yaml", "-e", str(EXAMPLES))
     xr, resources = docs[0], by_key(docs)
-    assert set(resources) == {"gke-cluster", "capacity-summary", "cache-summary"}
+    assert set(resources) == {"gke-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     assert resources["gke-cluster"]["spec"]["nodePools"][0]["machineType"] == "g2-standard-8"
     assert xr["status"]["gpuPools"][0] | {"devices": None} == {
         "name": "l4", "nodes": 1, "maxNodes": 4, "devices": None
@@ -98,6 +98,7 @@ def test_render_cluster_whose_class_is_missing(tmp_path):
     # An Existing cluster connects anyway: only the pool of the missing class is held back.
     assert set(by_key(docs)) == {
         "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
+        "usage-replicas",
     }  # fmt: skip
     pools = conditions(docs[0])["PoolsResolved"]
     assert (pools["status"], pools["reason"]) == ("False", "InvalidNodePool")
@@ -112,6 +113,7 @@ def test_render_existing_cluster():
     resources = by_key(docs)
     assert set(resources) == {
         "cluster-provider-config-kubernetes", "serving-stack", "capacity-summary", "cache-summary",
+        "usage-replicas",
     }  # fmt: skip
     assert docs[0]["status"]["providerConfigRef"]["name"].startswith("lab-h100-cluster-kubeconfig-")
     assert docs[0]["status"]["gpuPools"][0]["devices"][0]["count"] == 8
@@ -248,7 +250,7 @@ def test_render_gke_cluster_with_l4_and_h100_pools_and_its_usages(tmp_path):
     docs = render(xr, "-e", str(classes), "-o", str(world))
     resources = by_key(docs)
     assert set(resources) == {
-        "gke-cluster", "cluster-provider-config-kubernetes", "storage-class-rwx",
+        "gke-cluster", "usage-replicas", "cluster-provider-config-kubernetes", "storage-class-rwx",
         "serving-stack", "usage-gke-by-backend", "capacity-summary", "cache-summary",
     }  # fmt: skip
     assert resources["usage-gke-by-backend"]["spec"]["by"]["kind"] == "ServingStack"

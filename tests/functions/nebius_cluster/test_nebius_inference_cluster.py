@@ -143,7 +143,7 @@ def test_the_xrd_accepts_the_nebius_cluster_and_its_class():
 def test_first_pass_composes_a_nebius_cluster_from_the_class_with_fabric_and_cache():
     rsp = run(CLUSTER)
     desired = desired_resources(rsp)
-    assert set(desired) == {"nebius-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired) == {"nebius-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     nebius = desired["nebius-cluster"]
     assert (nebius["kind"], nebius["metadata"]) == (
         "NebiusCluster",
@@ -181,6 +181,7 @@ def test_missing_platform_kubeconfig_is_reported_naming_the_step():
         "nebius-cluster",
         "capacity-summary",
         "cache-summary",
+        "usage-replicas",
     }  # no provider config, no stack
     status, reason, message = conditions(rsp)["ClusterReady"]
     assert (status, reason) == ("False", "KubeconfigIncomplete")
@@ -194,7 +195,12 @@ def test_a_nebius_cluster_publishing_no_credentials_keeps_the_gate_closed():
     status = nebius_ready()
     status["secrets"] = status["secrets"][:1]  # the published kubeconfig alone
     rsp = run(CLUSTER, {"nebius-cluster": observe(nebius, status)})
-    assert set(desired_resources(rsp)) == {"nebius-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired_resources(rsp)) == {
+        "nebius-cluster",
+        "capacity-summary",
+        "cache-summary",
+        "usage-replicas",
+    }
 
 
 def test_ready_nebius_cluster_opens_provider_config_and_stack_with_the_images_driver():
@@ -204,7 +210,7 @@ def test_ready_nebius_cluster_opens_provider_config_and_stack_with_the_images_dr
     assert set(desired) == {
         "capacity-summary", "cache-summary",
         "nebius-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-nebius-by-backend",
+        "usage-nebius-by-backend", "usage-replicas",
     }  # fmt: skip
     config = desired["cluster-provider-config-kubernetes"]["spec"]
     assert config["credentials"]["secretRef"]["name"] == PUBLISHED

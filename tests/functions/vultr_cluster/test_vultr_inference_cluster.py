@@ -166,7 +166,7 @@ def test_the_xrds_accept_the_vultr_cluster_and_its_classes():
 def test_first_pass_composes_a_vultr_cluster_planned_from_the_class_and_publishes_capacity():
     rsp = run(CLUSTER)
     desired = desired_resources(rsp)
-    assert set(desired) == {"vultr-cluster", "capacity-summary", "cache-summary"}
+    assert set(desired) == {"vultr-cluster", "capacity-summary", "cache-summary", "usage-replicas"}
     vke = desired["vultr-cluster"]
     assert (vke["kind"], vke["metadata"]) == (
         "VultrCluster",
@@ -194,7 +194,7 @@ def test_ready_vultr_cluster_opens_provider_config_and_stack_with_the_hosts_driv
     assert set(desired) == {
         "capacity-summary", "cache-summary",
         "vultr-cluster", "cluster-provider-config-kubernetes", "serving-stack",
-        "usage-vultr-by-backend",
+        "usage-vultr-by-backend", "usage-replicas",
     }  # fmt: skip
     config = desired["cluster-provider-config-kubernetes"]["spec"]
     assert "identity" not in config  # VKE's kubeconfig carries a client certificate

@@ -94,7 +94,7 @@ def compose(
     replicas = required.get(REPLICAS_REQUIREMENT)
     objects = required.get(REPLICA_OBJECTS_REQUIREMENT)
     users = None if replicas is None or objects is None else replicas + objects
-    _guard_replicas(outcome, name, observed, users)
+    _guard_replicas(outcome, xr, observed, users)
     caches = required.get(CACHE_OBJECTS_REQUIREMENT)
     tenant_users = None if users is None or caches is None else users + caches
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
@@ -226,14 +226,29 @@ def _pool_conditions(
 
 
 def _guard_replicas(
-    outcome: Outcome, name: str, observed: Mapping[str, JSON], users: list[JSON] | None
+    outcome: Outcome, xr: JSON, observed: Mapping[str, JSON], users: list[JSON] | None
 ) -> None:
-    """Protect the cluster while replicas, or the Objects they made, are on it."""
-    if users:
-        outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name), ready=True)
-    elif users is None and rs.KEY_USAGE_REPLICAS in observed:
-        # Not resolved yet is not "no replicas": keep protecting the cluster.
-        outcome.compose(rs.KEY_USAGE_REPLICAS, held(observed[rs.KEY_USAGE_REPLICAS]), ready=True)
+    """Protect the cluster from its creation until a deletion finds nothing on it.
+
+    Replicas come by requirement, not a watch, so this function sees a new one up to a poll
+    interval after it is placed. A guard composed only once replicas are seen would leave that
+    interval open for a delete to strand the replica's Objects (the real plane found it). So
+    the guard stands from the start and lets go only after a deletion was attempted (the Usage
+    webhook records it on the cluster) and no replica nor replica Object is left; its
+    ``replayDeletion`` then deletes the cluster.
+    """
+    name = (xr.get("metadata") or {}).get("name", "")
+    annotations = (xr.get("metadata") or {}).get("annotations") or {}
+    if users is None:
+        # Not resolved yet is not "no replicas": keep the guard as it stands. Crossplane calls
+        # again with the requirements resolved, in the same reconcile.
+        if rs.KEY_USAGE_REPLICAS in observed:
+            guard = held(observed[rs.KEY_USAGE_REPLICAS])
+            outcome.compose(rs.KEY_USAGE_REPLICAS, guard, ready=True)
+        return
+    if not users and rs.DELETION_ATTEMPT_ANNOTATION in annotations:
+        return
+    outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name, bool(users)), ready=True)
 
 
 def _hold(

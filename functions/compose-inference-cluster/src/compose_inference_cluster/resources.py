@@ -42,6 +42,13 @@ KEY_PROVIDER_CONFIG = "cluster-provider-config-kubernetes"
 KEY_SERVING_STACK = "serving-stack"
 KEY_STORAGE_CLASS = "storage-class-rwx"
 KEY_USAGE_REPLICAS = "usage-replicas"
+# Crossplane's Usage webhook records a refused delete on the object it protects.
+DELETION_ATTEMPT_ANNOTATION = "usage.crossplane.io/deletion-attempt-with-policy"
+REPLICAS_REASON = "ModelReplicas are scheduled to this InferenceCluster"
+NO_REPLICAS_REASON = (
+    "No ModelReplica is known on this InferenceCluster; it is deleted once Modelplane has "
+    "checked that none is left"
+)
 KEY_USAGE_GKE = "usage-gke-by-backend"
 KEY_USAGE_EKS = "usage-eks-by-backend"
 KEY_USAGE_AKS = "usage-aks-by-backend"
@@ -224,8 +231,13 @@ def gke_storage_class(ic_name: str, network: str) -> kobj.Object:
     )
 
 
-def replicas_usage(ic_name: str) -> cu.ClusterUsage:
-    """Blocks deleting the cluster while ModelReplicas are scheduled to it (§4.8)."""
+def replicas_usage(ic_name: str, in_use: bool) -> cu.ClusterUsage:
+    """Blocks deleting the cluster while ModelReplicas are scheduled to it (§4.8).
+
+    The reason is what ``kubectl delete`` prints when the webhook refuses: with nothing on the
+    cluster the deletion goes ahead by itself once this function has looked (plan.py).
+    """
+    reason = REPLICAS_REASON if in_use else NO_REPLICAS_REASON
     return cu.ClusterUsage(
         metadata={"name": child_name(ic_name, "usage-replicas")},
         spec=cu.Spec(
@@ -234,7 +246,7 @@ def replicas_usage(ic_name: str) -> cu.ClusterUsage:
                 kind="InferenceCluster",
                 resourceRef=cu.ResourceRef(name=ic_name),
             ),
-            reason="ModelReplicas are scheduled to this InferenceCluster",
+            reason=reason,
             replayDeletion=True,
         ),
     )
