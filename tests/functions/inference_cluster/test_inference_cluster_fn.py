@@ -767,16 +767,24 @@ def _tenant_namespaces(rsp) -> dict[str, dict]:
 def test_every_tenant_with_a_replica_or_object_on_the_cluster_gets_one_namespace_there():
     users = [_user("ModelReplica", "team-a", "r1"), _user("ModelReplica", "team-a", "r2")]
     objects = [_user("Object", "team-b"), _user("Object", "default"), _user("Object", "team-a")]
-    required = required_for(EXISTING, users, objects=objects)
+    required = required_for(EXISTING, users)
+    del required["replica-objects"]  # not asked for while replicas are on the cluster
     required["cache-objects"] = [_user("Object", "team-c"), _user("Object", "team-a")]
     rsp = run(EXISTING, required=required)
+    assert "replica-objects" not in rsp.requirements.resources
     found = _tenant_namespaces(rsp)
     # Exactly one Object per namespace however many users; default always exists.
     assert {k: m["metadata"]["name"] for k, m in found.items()} == {
         "tenant-namespace-team-a": "team-a",
-        "tenant-namespace-team-b": "team-b",
         "tenant-namespace-team-c": "team-c",  # a cache stages here, no replica yet
     }
+    # Once no replica is left, the Objects still being deleted are read: their tenants too.
+    required["model-replicas"] = []
+    first = run(EXISTING, required=required)
+    assert "replica-objects" in first.requirements.resources
+    required["replica-objects"] = objects
+    leaving = _tenant_namespaces(run(EXISTING, required=required))
+    assert {m["metadata"]["name"] for m in leaving.values()} == {"team-a", "team-b", "team-c"}
     # Cache Objects do not guard the cluster against deletion; replicas' Objects do.
     required["model-replicas"], required["replica-objects"] = [], []
     deleting = deletion_attempted(EXISTING)

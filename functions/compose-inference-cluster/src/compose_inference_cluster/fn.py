@@ -14,6 +14,7 @@ class InferenceClusterFunction(CompositionFunction):
     name = "compose-inference-cluster"
 
     def compose(self, request: Request) -> Outcome:
-        wanted = plan.requirements(request.composite)
+        replicas = request.required(plan.REPLICAS_REQUIREMENT)
+        wanted = plan.requirements(request.composite, replicas)
         required = {key: request.required(key) for key in wanted}
         return plan.compose(request.composite, request.observed, required)

@@ -47,7 +47,9 @@ NEBIUS_CREDENTIALS = "NebiusServiceAccountCredentials"
 REPLICAS_REQUIREMENT = "model-replicas"
 # The replicas' provider-kubernetes Objects on this cluster: a deleted replica's Objects are
 # deleted in the background and still need the cluster (its ProviderConfig, the CRDs of its
-# stack) until the workload cluster has deleted what they made.
+# stack) until the workload cluster has deleted what they made. Read only once no replica is
+# left: while one is, it alone holds the guard, and a dense cluster's Objects (several per
+# replica, each larger than the replica) would take its request past gRPC's 4 MiB.
 REPLICA_OBJECTS_REQUIREMENT = "replica-objects"
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 # The ModelCaches' Objects on this cluster: their tenants need a namespace here too (D10).
@@ -58,20 +60,22 @@ KEY_CACHE_SUMMARY = "cache-summary"
 PUBLISHED_STATUS = ("namespace", "providerConfigRef", "gateway", "gpuPools", "unavailablePools")
 
 
-def requirements(xr: JSON) -> dict[str, Selector]:
-    """Required resources, the same on every call for the same spec (§4.4)."""
+def requirements(xr: JSON, replicas: list[JSON] | None) -> dict[str, Selector]:
+    """Required resources, the same on every call for the same spec and the same answer
+    about replicas (``replicas``: None until it is known); they settle in three calls."""
     name = (xr.get("metadata") or {}).get("name", "")
     wanted = {
         REPLICAS_REQUIREMENT: Selector(
             "modelplane.ai/v1alpha1", "ModelReplica", match_labels={rs.CLUSTER_LABEL: name}
         ),
-        REPLICA_OBJECTS_REQUIREMENT: Selector(
-            OBJECT_API_VERSION, "Object", match_labels={rs.CLUSTER_LABEL: name}
-        ),
         CACHE_OBJECTS_REQUIREMENT: Selector(
             OBJECT_API_VERSION, "Object", match_labels={CACHE_CLUSTER_LABEL: name}
         ),
     }
+    if replicas == []:
+        wanted[REPLICA_OBJECTS_REQUIREMENT] = Selector(
+            OBJECT_API_VERSION, "Object", match_labels={rs.CLUSTER_LABEL: name}
+        )
     for class_name in sorted({p.get("className", "") for p in _raw_pools(xr)} - {""}):
         wanted[pl.class_requirement(class_name)] = Selector(
             "modelplane.ai/v1alpha1", "InferenceClass", match_name=class_name
@@ -87,13 +91,13 @@ def _raw_pools(xr: JSON) -> list[JSON]:
 def compose(
     xr: JSON, observed: Mapping[str, JSON], required: Mapping[str, list[JSON] | None]
 ) -> Outcome:
-    outcome = Outcome(requirements=requirements(xr))
+    replicas = required.get(REPLICAS_REQUIREMENT)
+    outcome = Outcome(requirements=requirements(xr, replicas))
     name = (xr.get("metadata") or {}).get("name", "")
 
-    # 1. The replica guard comes first, before any early exit (§4.8).
-    replicas = required.get(REPLICAS_REQUIREMENT)
-    objects = required.get(REPLICA_OBJECTS_REQUIREMENT)
-    users = None if replicas is None or objects is None else replicas + objects
+    # 1. The replica guard comes first, before any early exit (§4.8). Who uses the cluster:
+    # its replicas, or once none is left, the Objects they made that are still being deleted.
+    users = replicas or (required.get(REPLICA_OBJECTS_REQUIREMENT) if replicas == [] else None)
     _guard_replicas(outcome, xr, observed, users)
     caches = required.get(CACHE_OBJECTS_REQUIREMENT)
     tenant_users = None if users is None or caches is None else users + caches
