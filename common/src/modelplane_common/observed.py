@@ -25,8 +25,8 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
     Observed state is read defensively: a malformed status reads as "no such condition", never
     an error that would abort the reconcile.
     """
-    for cond in tolerant.maps(obj, "status", "conditions"):
-        if cond.get("type") == type_:
+    for cond in tolerant.listing(obj, "status", "conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == type_:
             return cond
     return None
 
