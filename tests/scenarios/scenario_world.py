@@ -166,8 +166,9 @@ def replica_usage(plane: ControlPlane, cluster: str) -> JSON | None:
 
 
 def guards_replicas(plane: ControlPlane, cluster: str) -> bool:
-    """Whether ``cluster``'s guard says replicas are on it. The guard itself stands from the
-    cluster's creation until a deletion finds it empty (design/platform.md)."""
+    """Whether ``cluster``'s guard says ModelReplicas are on it (not only Objects of deleted
+    ones, not nothing). The guard itself stands from the cluster's creation until a deletion
+    finds it empty (design/platform.md)."""
     guard = replica_usage(plane, cluster)
     assert guard is not None, f"InferenceCluster {cluster} has no usage-replicas guard"
     return guard["spec"]["reason"] == "ModelReplicas are scheduled to this InferenceCluster"

@@ -91,7 +91,9 @@ def test_an_inference_cluster_with_replicas_is_kept_until_they_are_gone(fleet: C
         assert last < order[config], (config, order)
 
 
-def test_a_model_deployment_goes_at_once_and_the_cluster_usage_after_it(fleet: ControlPlane):
+def test_a_model_deployment_goes_at_once_and_the_cluster_guard_says_so_after_it(
+    fleet: ControlPlane,
+):
     replicas = [
         _name(r)
         for r in fleet.list(kind="ModelReplica", namespace=NAMESPACE)

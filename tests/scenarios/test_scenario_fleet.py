@@ -72,7 +72,7 @@ def test_converged_fleet_spreads_replicas_and_routes_to_every_ready_one(
     # Staged everywhere, so no hydration Job is composed any more (model-cache.md §9.2).
     assert {kind for _, kind, _ in remote_objects(plane, cache)} == {"PersistentVolumeClaim"}
 
-    # Clusters running replicas are guarded against deletion; the idle one is not.
+    # Every cluster is guarded; the guards of those running replicas say so, the idle one's not.
     assert guards_replicas(plane, "gke-us")
     assert guards_replicas(plane, "lab-east")
     assert not guards_replicas(plane, "lab-west")

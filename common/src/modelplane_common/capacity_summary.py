@@ -58,6 +58,11 @@ SHARD_LABEL = "modelplane.ai/capacity-shard"
 SHARDS = 64
 DATA_KEY = "summary.json"
 VERSION = 1
+# Crossplane's Usage webhook writes this on an object whose delete it refused. A cluster
+# carrying it takes no new replica (the synthetic taint below): its guard lets go once it is
+# empty, and a replica placed then would lose its cluster (design/platform.md).
+DELETION_ATTEMPT_ANNOTATION = "usage.crossplane.io/deletion-attempt-with-policy"
+DELETION_REQUESTED_TAINT = {"key": "modelplane.ai/deletion-requested", "effect": "NoSchedule"}
 # The replica labels a summary keeps (the deployment's name and the replica's index).
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
 INDEX_LABEL = "modelplane.ai/replica-index"
@@ -188,6 +193,10 @@ def summary(
     if conditions:
         published["conditions"] = conditions
     kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}
+    annotations = tolerant.mapping(cluster, "metadata", "annotations") or {}
+    if DELETION_ATTEMPT_ANNOTATION in annotations:
+        taints = tolerant.listing(spec, "taints") or []
+        kept_spec["taints"] = [*taints, DELETION_REQUESTED_TAINT]
     if "nodePools" in spec:
         kept_spec["nodePools"] = [{"name": n} for n in classes if n]
     source = _cache_source(spec)

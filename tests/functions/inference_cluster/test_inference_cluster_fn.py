@@ -604,10 +604,15 @@ def test_replicas_on_the_cluster_block_its_deletion():
         "reason": "ModelReplicas are scheduled to this InferenceCluster",
         "replayDeletion": True,
     }  # fmt: skip
-    # Even a deletion attempt does not release it while the replica is there.
+    # Even a deletion attempt does not release it while the replica is there; the cluster
+    # takes no new replica meanwhile (a NoSchedule taint in its summary), and keeps this one.
     attempted = run(deletion_attempted(EXISTING), {"usage-replicas": observe(usage)},
                     required_for(EXISTING, replicas=[REPLICA]))  # fmt: skip
     assert desired_resources(attempted)["usage-replicas"]["spec"] == usage["spec"]
+    assert summary_of(attempted)["spec"]["taints"] == [
+        {"key": "modelplane.ai/deletion-requested", "effect": "NoSchedule"}
+    ]
+    assert "taints" not in summary_of(rsp).get("spec", {})
 
 
 def test_an_empty_cluster_is_guarded_until_a_deletion_finds_it_empty():
@@ -645,7 +650,11 @@ def test_a_deleted_replicas_objects_still_block_the_clusters_deletion():
     observed = guarded_observation()
     deleting = deletion_attempted(EXISTING)
     kept = run(deleting, observed, required_for(EXISTING, objects=[leftover]))
-    assert "usage-replicas" in desired_resources(kept)
+    reason = desired_resources(kept)["usage-replicas"]["spec"]["reason"]
+    assert (
+        reason
+        == "Objects of deleted ModelReplicas are still being deleted on this InferenceCluster"
+    )
     released = run(deleting, observed, required_for(EXISTING))
     assert "usage-replicas" not in desired_resources(released)
 
@@ -764,7 +773,7 @@ def _tenant_namespaces(rsp) -> dict[str, dict]:
     }
 
 
-def test_every_tenant_with_a_replica_or_object_on_the_cluster_gets_one_namespace_there():
+def test_every_tenant_on_the_cluster_gets_one_namespace_there_leaving_ones_once_it_is_empty():
     users = [_user("ModelReplica", "team-a", "r1"), _user("ModelReplica", "team-a", "r2")]
     objects = [_user("Object", "team-b"), _user("Object", "default"), _user("Object", "team-a")]
     required = required_for(EXISTING, users)

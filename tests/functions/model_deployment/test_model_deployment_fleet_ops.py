@@ -231,3 +231,21 @@ def test_a_drain_waiting_for_a_route_is_looked_at_again_within_seconds():
     done = call(f.spec(1), [f.cluster("b")], serving(("b", 0)), routes=[route(backend("b", 0))])
     assert set(desired_resources(done)) == {"replica-b-0", "endpoint-b-0"}
     assert done.meta.ttl.seconds == 60
+
+
+def _deletion_refused(cluster: dict) -> dict:
+    """The cluster after Crossplane's Usage webhook refused a delete of it."""
+    annotations = {"usage.crossplane.io/deletion-attempt-with-policy": "Background"}
+    return {**cluster, "metadata": {**cluster["metadata"], "annotations": annotations}}
+
+
+def test_a_cluster_someone_tried_to_delete_takes_no_new_replica_and_keeps_its_own():
+    """Its guard lets go once it is empty: a replica placed on it then would be stranded."""
+    placed = desired_resources(call(f.spec(1), [f.cluster("a"), f.cluster("b")], {}))
+    assert "replica-a-0" in placed  # the first choice, until its deletion is asked for
+    deleting = [_deletion_refused(f.cluster("a")), f.cluster("b")]
+    placed = desired_resources(call(f.spec(1), deleting, {}))
+    assert "replica-b-0" in placed and "replica-a-0" not in placed
+    # A replica already serving there stays: no drain, only nothing new.
+    kept = desired_resources(call(f.spec(1), deleting, serving(("a", 0))))
+    assert set(kept) == {"replica-a-0", "endpoint-a-0"}

@@ -241,8 +241,8 @@ def _guard_replicas(
     webhook records it on the cluster) and no replica nor replica Object is left; its
     ``replayDeletion`` then deletes the cluster.
     """
-    name = (xr.get("metadata") or {}).get("name", "")
-    annotations = (xr.get("metadata") or {}).get("annotations") or {}
+    name = tolerant.name_of(xr)
+    annotations = tolerant.mapping(xr, "metadata", "annotations") or {}
     if users is None:
         # Not resolved yet is not "no replicas": keep the guard as it stands. Crossplane calls
         # again with the requirements resolved, in the same reconcile.
@@ -252,7 +252,11 @@ def _guard_replicas(
         return
     if not users and rs.DELETION_ATTEMPT_ANNOTATION in annotations:
         return
-    outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name, bool(users)), ready=True)
+    if any(u.get("kind") == "ModelReplica" for u in users):
+        reason = rs.REPLICAS_REASON
+    else:
+        reason = rs.OBJECTS_REASON if users else rs.NO_REPLICAS_REASON
+    outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name, reason), ready=True)
 
 
 def _hold(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from modelplane_common import capacity_summary
 from modelplane_common.naming import CLUSTER_LABEL, child_name
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
@@ -43,8 +44,9 @@ KEY_SERVING_STACK = "serving-stack"
 KEY_STORAGE_CLASS = "storage-class-rwx"
 KEY_USAGE_REPLICAS = "usage-replicas"
 # Crossplane's Usage webhook records a refused delete on the object it protects.
-DELETION_ATTEMPT_ANNOTATION = "usage.crossplane.io/deletion-attempt-with-policy"
+DELETION_ATTEMPT_ANNOTATION = capacity_summary.DELETION_ATTEMPT_ANNOTATION
 REPLICAS_REASON = "ModelReplicas are scheduled to this InferenceCluster"
+OBJECTS_REASON = "Objects of deleted ModelReplicas are still being deleted on this InferenceCluster"
 NO_REPLICAS_REASON = (
     "No ModelReplica is known on this InferenceCluster; it is deleted once Modelplane has "
     "checked that none is left"
@@ -231,13 +233,12 @@ def gke_storage_class(ic_name: str, network: str) -> kobj.Object:
     )
 
 
-def replicas_usage(ic_name: str, in_use: bool) -> cu.ClusterUsage:
+def replicas_usage(ic_name: str, reason: str) -> cu.ClusterUsage:
     """Blocks deleting the cluster while ModelReplicas are scheduled to it (§4.8).
 
     The reason is what ``kubectl delete`` prints when the webhook refuses: with nothing on the
     cluster the deletion goes ahead by itself once this function has looked (plan.py).
     """
-    reason = REPLICAS_REASON if in_use else NO_REPLICAS_REASON
     return cu.ClusterUsage(
         metadata={"name": child_name(ic_name, "usage-replicas")},
         spec=cu.Spec(
