@@ -105,10 +105,16 @@ def test_deleted_cluster_replicas_are_re_placed_and_nothing_else_moves(fleet: Co
     converge(fleet)
     held = diff(before, snapshot(fleet))
     assert held.removed == held.added == held.recreated == set()
-    # Only the webhook's note of the refused delete, as Crossplane's writes it.
-    assert held.changed == {"InferenceCluster/lab-east"}
+    # Only the webhook's note of the refused delete, as Crossplane's writes it, and the
+    # cluster's capacity summary: from now on it takes no new replica.
+    assert held.changed == {
+        "InferenceCluster/lab-east",
+        "ConfigMap/modelplane-system/capacity-lab-east",
+    }
     annotations = find(fleet, "InferenceCluster", "lab-east", None)["metadata"]["annotations"]
     assert annotations["usage.crossplane.io/deletion-attempt-with-policy"] == "Background"
+    summary = find(fleet, "ConfigMap", "capacity-lab-east", "modelplane-system")
+    assert "modelplane.ai/deletion-requested" in summary["data"]["summary.json"]
     assert "ModelReplicas are scheduled" in fleet.pending_deletions[cluster]
     # An operator who wants it gone anyway removes the guard and deletes in one go (S7).
     guard = replica_usage(fleet, "lab-east")
