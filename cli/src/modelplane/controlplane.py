@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from modelplane_common.capacity_summary import DELETION_ATTEMPT_ANNOTATION
 from modelplane_common.function import CLOCK_CONTEXT_KEY
 
 from modelplane import apiserver, kube, usages, xrd
@@ -863,10 +864,13 @@ class ControlPlane:
         """The Usage webhook patches the object it refused to delete with the propagation
         policy (background here), once; functions may read it (compose-inference-cluster)."""
         annotations = meta(obj).get("annotations") or {}
-        if annotations.get(usages.DELETION_ATTEMPT) == usages.BACKGROUND:
+        if annotations.get(DELETION_ATTEMPT_ANNOTATION) == usages.BACKGROUND:
             return
         updated = copy.deepcopy(obj)
-        meta(updated)["annotations"] = {**annotations, usages.DELETION_ATTEMPT: usages.BACKGROUND}
+        meta(updated)["annotations"] = {
+            **annotations,
+            DELETION_ATTEMPT_ANNOTATION: usages.BACKGROUND,
+        }
         self._put(updated)
 
     def _event(self, key: ObjectKey, type_: str, reason: str, message: str) -> None:

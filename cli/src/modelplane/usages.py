@@ -24,9 +24,8 @@ from modelplane.kube import JSON, group_of, lookup, meta
 
 USAGE_GROUP = "protection.crossplane.io"
 USAGE_KINDS = ("Usage", "ClusterUsage")
-# What the webhook writes on an object whose delete it refused, and the policy kubectl and
-# the garbage collector use.
-DELETION_ATTEMPT = "usage.crossplane.io/deletion-attempt-with-policy"
+# The policy kubectl and the garbage collector delete with, which the webhook records on an
+# object whose delete it refused (capacity_summary.DELETION_ATTEMPT_ANNOTATION).
 BACKGROUND = "Background"
 
 

@@ -63,6 +63,14 @@ VERSION = 1
 # empty, and a replica placed then would lose its cluster (design/platform.md).
 DELETION_ATTEMPT_ANNOTATION = "usage.crossplane.io/deletion-attempt-with-policy"
 DELETION_REQUESTED_TAINT = {"key": "modelplane.ai/deletion-requested", "effect": "NoSchedule"}
+
+
+def deletion_requested(cluster: JSON) -> bool:
+    """Whether a delete of ``cluster`` was refused (and so will be replayed)."""
+    annotations = tolerant.mapping(cluster, "metadata", "annotations") or {}
+    return DELETION_ATTEMPT_ANNOTATION in annotations
+
+
 # The replica labels a summary keeps (the deployment's name and the replica's index).
 DEPLOYMENT_LABEL = "modelplane.ai/deployment"
 INDEX_LABEL = "modelplane.ai/replica-index"
@@ -193,8 +201,7 @@ def summary(
     if conditions:
         published["conditions"] = conditions
     kept_spec = {k: spec[k] for k in ("taints", "failoverGracePeriod") if k in spec}
-    annotations = tolerant.mapping(cluster, "metadata", "annotations") or {}
-    if DELETION_ATTEMPT_ANNOTATION in annotations:
+    if deletion_requested(cluster):
         taints = tolerant.listing(spec, "taints") or []
         kept_spec["taints"] = [*taints, DELETION_REQUESTED_TAINT]
     if "nodePools" in spec:

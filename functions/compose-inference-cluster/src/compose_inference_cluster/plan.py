@@ -98,7 +98,7 @@ def compose(
     # 1. The replica guard comes first, before any early exit (§4.8). Who uses the cluster:
     # its replicas, or once none is left, the Objects they made that are still being deleted.
     users = replicas or (required.get(REPLICA_OBJECTS_REQUIREMENT) if replicas == [] else None)
-    _guard_replicas(outcome, xr, observed, users)
+    _guard_replicas(outcome, xr, observed, replicas, users)
     caches = required.get(CACHE_OBJECTS_REQUIREMENT)
     tenant_users = None if users is None or caches is None else users + caches
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
@@ -230,7 +230,11 @@ def _pool_conditions(
 
 
 def _guard_replicas(
-    outcome: Outcome, xr: JSON, observed: Mapping[str, JSON], users: list[JSON] | None
+    outcome: Outcome,
+    xr: JSON,
+    observed: Mapping[str, JSON],
+    replicas: list[JSON] | None,
+    users: list[JSON] | None,
 ) -> None:
     """Protect the cluster from its creation until a deletion finds nothing on it.
 
@@ -241,8 +245,6 @@ def _guard_replicas(
     webhook records it on the cluster) and no replica nor replica Object is left; its
     ``replayDeletion`` then deletes the cluster.
     """
-    name = tolerant.name_of(xr)
-    annotations = tolerant.mapping(xr, "metadata", "annotations") or {}
     if users is None:
         # Not resolved yet is not "no replicas": keep the guard as it stands. Crossplane calls
         # again with the requirements resolved, in the same reconcile.
@@ -250,13 +252,13 @@ def _guard_replicas(
             guard = held(observed[rs.KEY_USAGE_REPLICAS])
             outcome.compose(rs.KEY_USAGE_REPLICAS, guard, ready=True)
         return
-    if not users and rs.DELETION_ATTEMPT_ANNOTATION in annotations:
+    if not users and capacity_summary.deletion_requested(xr):
         return
-    if any(u.get("kind") == "ModelReplica" for u in users):
-        reason = rs.REPLICAS_REASON
-    else:
-        reason = rs.OBJECTS_REASON if users else rs.NO_REPLICAS_REASON
-    outcome.compose(rs.KEY_USAGE_REPLICAS, rs.replicas_usage(name, reason), ready=True)
+    reason = (
+        rs.REPLICAS_REASON if replicas else rs.OBJECTS_REASON if users else rs.NO_REPLICAS_REASON
+    )
+    guard = rs.replicas_usage(tolerant.name_of(xr), reason)
+    outcome.compose(rs.KEY_USAGE_REPLICAS, guard, ready=True)
 
 
 def _hold(

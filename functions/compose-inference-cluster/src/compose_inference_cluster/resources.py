@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from modelplane_common import capacity_summary
 from modelplane_common.naming import CLUSTER_LABEL, child_name
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import akscluster as aks
 from modelplane_schemas.generated.infrastructure_modelplane_ai.v1alpha1 import ekscluster as eks
@@ -43,8 +42,6 @@ KEY_PROVIDER_CONFIG = "cluster-provider-config-kubernetes"
 KEY_SERVING_STACK = "serving-stack"
 KEY_STORAGE_CLASS = "storage-class-rwx"
 KEY_USAGE_REPLICAS = "usage-replicas"
-# Crossplane's Usage webhook records a refused delete on the object it protects.
-DELETION_ATTEMPT_ANNOTATION = capacity_summary.DELETION_ATTEMPT_ANNOTATION
 REPLICAS_REASON = "ModelReplicas are scheduled to this InferenceCluster"
 OBJECTS_REASON = "Objects of deleted ModelReplicas are still being deleted on this InferenceCluster"
 NO_REPLICAS_REASON = (
