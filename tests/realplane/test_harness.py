@@ -9,8 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from compose_inference_cluster.tenants import namespace_object
+from modelplane_common.naming import CLUSTER_LABEL
 from modelplane_realplane import build, charts, components, plane, processes, runtime
 from modelplane_realplane.components import COMPONENTS
+from modelplane_realplane.reconcile import tenant_namespace_problems
 
 
 def test_a_component_that_exits_fails_with_its_log(tmp_path: Path) -> None:
@@ -159,3 +162,25 @@ def test_provider_kubernetes_runs_with_the_arguments_the_install_gives_it() -> N
     # it, so the real plane must run what docs/manifests/providers.yaml configures.
     assert plane.runtime_args("provider-kubernetes") == ["--enable-watches"]
     assert plane.runtime_args("provider-helm") == []
+
+
+def test_convergence_waits_for_the_tenant_namespace_object_its_replicas_deploy_into() -> None:
+    """Replicas may be up in a namespace an earlier example left on the workload cluster
+    before their InferenceCluster's next poll composes its namespace Object: not converged."""
+
+    def replica_object(cluster: str, namespace: str) -> dict:
+        return {
+            "metadata": {"name": f"engine-{namespace}", "labels": {CLUSTER_LABEL: cluster}},
+            "spec": {"forProvider": {"manifest": {
+                "kind": "Deployment", "metadata": {"name": "engine", "namespace": namespace},
+            }}},
+        }  # fmt: skip
+
+    replicas = [replica_object("lab-h100", "ml-team"), replica_object("lab-l4", "default")]
+    assert tenant_namespace_problems(replicas) == [
+        "InferenceCluster lab-h100: no namespace Object for tenant ml-team yet"
+    ]
+    other_cluster = namespace_object("lab-l4", "ml-team", "lab-l4", "crossplane-system")
+    assert tenant_namespace_problems([*replicas, other_cluster]) != []
+    its_own = namespace_object("lab-h100", "ml-team", "lab-h100", "crossplane-system")
+    assert tenant_namespace_problems([*replicas, its_own]) == []

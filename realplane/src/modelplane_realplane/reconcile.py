@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from compose_inference_cluster.tenants import TENANT_OF_LABEL
+from modelplane_common.naming import CACHE_CLUSTER_LABEL, CLUSTER_LABEL
 
 from modelplane_realplane import fleet, simparity, workload
 from modelplane_realplane.build import binary
@@ -135,9 +137,29 @@ def control_plane_problems(client: Client) -> list[str]:
             continue
         for obj in objects:
             problems += _say(obj, "Synced", "Ready")
+        problems += tenant_namespace_problems(objects)
     for release in client.list(RELEASE_API, "Release"):
         problems += _say(release, "Synced", "Ready")
     return problems
+
+
+def tenant_namespace_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """Each namespace a replica's or cache's Object deploys into on a cluster has that
+    cluster's own namespace Object (D10). Its replicas may be up before it: the namespace may
+    still be on the workload cluster from an earlier example (those Objects never delete it),
+    and the InferenceCluster learns of a new tenant only on its next poll."""
+    used, composed = set(), set()
+    for obj in objects:
+        labels = obj["metadata"].get("labels") or {}
+        manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest") or {}
+        namespace = (manifest.get("metadata") or {}).get("namespace")
+        cluster = labels.get(CLUSTER_LABEL) or labels.get(CACHE_CLUSTER_LABEL)
+        if cluster and namespace and namespace != "default":
+            used.add((cluster, namespace))
+        if TENANT_OF_LABEL in labels and manifest.get("kind") == "Namespace":
+            composed.add((labels[TENANT_OF_LABEL], manifest["metadata"].get("name")))
+    return [f"InferenceCluster {cluster}: no namespace Object for tenant {tenant} yet"
+            for cluster, tenant in sorted(used - composed)]  # fmt: skip
 
 
 def _remote_manifests(client: Client) -> list[dict[str, Any]]:
