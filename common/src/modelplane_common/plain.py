@@ -67,15 +67,55 @@ def to_struct(value: JSON) -> struct_pb2.Struct:
     return struct
 
 
+Leaf = tuple[tuple[str, ...], str]  # a path of map keys, and the string found there
+
+
+class Variant(dict):
+    """A map equal to ``base`` but for a few string ``leaves``. Encoded with ``shared`` (see
+    fill_struct), it is a copy of base's encoding with those strings set: many composed
+    resources that differ only in names cost one encoding. Neither it nor ``base`` may
+    change once it is made (its encoding would not follow)."""
+
+    def __init__(self, base: JSON, leaves: tuple[Leaf, ...]) -> None:
+        super().__init__(_with_leaves(base, leaves))
+        self.base = base
+        self.leaves = leaves
+
+
+def _with_leaves(base: JSON, leaves: tuple[Leaf, ...]) -> JSON:
+    """``base`` with ``leaves`` set, the maps along their paths copied, the rest shared."""
+    out = dict(base)
+    for path, text in leaves:
+        at = out
+        for key in path[:-1]:
+            at[key] = dict(at[key])
+            at = at[key]
+        at[path[-1]] = text
+    return out
+
+
 def fill_struct(
-    struct: struct_pb2.Struct, value: JSON, shared: dict[int, struct_pb2.Value] | None = None
+    struct: struct_pb2.Struct, value: JSON, shared: dict[int, Any] | None = None
 ) -> None:
     """Set ``value``'s entries in ``struct``: ``Struct.update`` without its per-value
     dispatch through generic helpers (a third of the time on large composed resources).
 
     ``shared`` (id of a map -> where it was written) lets a map that several composed
-    resources share (the same hydration Job in every cluster's Object) be encoded once and
-    copied (in C) after that. The maps must stay alive and unchanged while it is in use."""
+    resources share (the same hydration Job in every cluster's Object), or a Variant's base,
+    be encoded once and copied (in C) after that. The maps must stay alive and unchanged
+    while it is in use."""
+    if shared is not None and isinstance(value, Variant):
+        base = shared.get(id(value.base))
+        if base is None:
+            base = shared[id(value.base)] = struct_pb2.Struct()
+            fill_struct(base, value.base, shared)
+        struct.CopyFrom(base)
+        for path, text in value.leaves:
+            fields = struct.fields
+            for key in path[:-1]:
+                fields = fields[key].struct_value.fields
+            fields[path[-1]].string_value = text
+        return
     fields = struct.fields
     for key, item in value.items():
         _set_value(fields[key], item, shared)

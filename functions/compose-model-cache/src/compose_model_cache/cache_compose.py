@@ -11,11 +11,10 @@ import pydantic
 from modelplane_common import capacity_summary as cs
 from modelplane_common import tolerant
 from modelplane_common.function import Outcome, validation_summary
-from modelplane_common.managed import hold_observed, validated
+from modelplane_common.managed import hold_observed
 from modelplane_common.observed import held
 from modelplane_common.plain import JSON
 from modelplane_common.tenancy import remote_namespace, reserved_reason
-from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 from modelplane_schemas.generated.modelplane_ai.v1alpha1.modelcache import ModelCache
 
 from compose_model_cache import cache_inputs as inputs
@@ -80,11 +79,8 @@ def compose_cache(
     # the storage class of the one replacing it, are in its summary.
     remote = remote_namespace(namespace)
     unlisted = inputs.unlisted(required, staged) or []
-    providers = {
-        cluster: config
-        for cluster, config in slots.provider_configs(observed, sorted(staged)).items()
-        if on_demand and not slots.is_legacy(observed.get(objects.pvc_key(cluster)), remote)
-    }
+    legacy = slots.legacy_clusters(observed, staged, remote)
+    providers = slots.provider_configs(observed, sorted(staged - legacy)) if on_demand else {}
     checked = {
         cluster: config
         for cluster, config in providers.items()
@@ -148,10 +144,14 @@ def compose_cache(
     phases = []
     waiting = _waiting(matched, observed, users, was_ready=was_ready, reported=reported)
     # The same manifests on every cluster, built once: shared, they are encoded once too.
-    hydration = objects.hydration_job(namespace, name, source.repo, source.revision, auth)
-    claims: dict[str, JSON] = {}
+    hydration = objects.Wrapper(
+        objects.hydration_job(namespace, name, source.repo, source.revision, auth),
+        objects.JOB_COMPLETE_QUERY,
+        job=True,
+    )
+    claims: dict[str, objects.Wrapper] = {}
     for cluster in matched:
-        moved = slots.moved(observed, cluster.name, remote)
+        moved = slots.moved(observed, cluster.name, legacy)
         pvc_key = objects.pvc_key(cluster.name, moved=moved)
         job_key = objects.job_key(cluster.name, moved=moved)
         observed_pvc, observed_job = observed.get(pvc_key), observed.get(job_key)
@@ -196,28 +196,33 @@ def compose_cache(
         # changed override must not leave the Object failing to update forever.
         storage_class = staging.applied_storage_class(observed_pvc) or cluster.storage_class
         if storage_class not in claims:
-            claims[storage_class] = objects.persistent_volume_claim(
-                namespace, name, storage_class, source.sizeGiB
+            claims[storage_class] = objects.Wrapper(
+                objects.persistent_volume_claim(namespace, name, storage_class, source.sizeGiB),
+                objects.PVC_BOUND_QUERY,
+                job=False,
             )
-        pvc = claims[storage_class]
-        wrapped_pvc = objects.wrapped(
-            pvc, cluster.name, cluster.provider_config, objects.PVC_BOUND_QUERY, job=False
-        )
         # Always composed for a matched cluster, whatever its state: omission deletes weights.
         outcome.compose(
-            pvc_key, validated(Object, wrapped_pvc), ready=staging.object_ready(observed_pvc)
+            pvc_key,
+            claims[storage_class](cluster.name, cluster.provider_config),
+            ready=staging.object_ready(observed_pvc),
         )
         if phase.phase != "Ready":
-            job = hydration
-            wrapped_job = objects.wrapped(
-                job, cluster.name, cluster.provider_config, objects.JOB_COMPLETE_QUERY, job=True
-            )
             outcome.compose(
-                job_key, validated(Object, wrapped_job), ready=staging.object_ready(observed_job)
+                job_key,
+                hydration(cluster.name, cluster.provider_config),
+                ready=staging.object_ready(observed_job),
             )
 
     statuses.extend(
-        _keep_unmatched(outcome, observed, {c.name for c in matched}, users, fleet.unknown)
+        _keep_unmatched(
+            outcome,
+            observed,
+            staged=staged,
+            matched={c.name for c in matched},
+            users=users,
+            unknown=fleet.unknown,
+        )
     )
     ready_count = phases.count("Ready")
     outcome.composite_status = {
@@ -228,7 +233,7 @@ def compose_cache(
     _events(
         outcome,
         composite=composite,
-        observed=observed,
+        staged=staged,
         matched=matched,
         repo=source.repo,
         ready_count=ready_count,
@@ -311,12 +316,12 @@ def _events(
     outcome: Outcome,
     *,
     composite: JSON,
-    observed: dict[str, JSON],
+    staged: set[str],
     matched: list[staging.MatchedCluster],
     repo: str,
     ready_count: int,
 ) -> None:
-    if matched and not slots.observed_clusters(observed) & {c.name for c in matched}:
+    if matched and not staged & {c.name for c in matched}:
         names = ", ".join(c.name for c in matched)
         outcome.event("Normal", f"Staging {repo} to {len(matched)} clusters: {names}")
     if matched and ready_count == len(matched) and not staging.composite_ready(composite):
@@ -356,6 +361,8 @@ def _keep_legacy(
 def _keep_unmatched(
     outcome: Outcome,
     observed: dict[str, JSON],
+    *,
+    staged: set[str],
     matched: set[str],
     users: slots.CacheUsers,
     unknown: dict[str, str],
@@ -365,7 +372,7 @@ def _keep_unmatched(
     whose summary is missing or unreadable (``unknown``: why) keeps everything as observed.
     A deleted cluster (no InferenceCluster) has no users: its objects go."""
     entries = []
-    for cluster in sorted(slots.observed_clusters(observed) - matched):
+    for cluster in sorted(staged - matched):
         running = users.on(cluster)
         if users.known(cluster) and not running:
             continue  # nothing mounts it: dropping it deletes the weights, as intended

@@ -13,9 +13,11 @@ from modelplane_common.cache_naming import (
     cache_hydration_job_name,
     cache_pvc_name,
 )
+from modelplane_common.managed import validated
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
-from modelplane_common.plain import JSON
+from modelplane_common.plain import JSON, Variant
 from modelplane_common.tenancy import remote_namespace
+from modelplane_schemas.generated.kubernetes_m_crossplane_io.v1alpha1.object import Object
 
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 HYDRATION_IMAGE = "python:3.11-slim"
@@ -149,25 +151,45 @@ def hydration_job(
     }
 
 
-def wrapped(
-    manifest: JSON, cluster: str, provider_config: str, cel_query: str, *, job: bool
-) -> JSON:
-    """``manifest`` in a provider-kubernetes Object for the cluster's ClusterProviderConfig.
+class Wrapper:
+    """provider-kubernetes Objects carrying one ``manifest`` to many clusters, each to the
+    cluster's ClusterProviderConfig.
 
     The label lets the InferenceCluster see which tenants stage caches on it, and compose
-    their namespace there (D10)."""
-    spec: JSON = {
-        "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
-        "readiness": {"policy": "DeriveFromCelQuery", "celQuery": cel_query},
-        "forProvider": {"manifest": manifest},
-        # Watched, not polled every 30 s while unready: a staged cache is Ready sooner.
-        "watch": True,
-    }
-    if job:
-        spec["managementPolicies"] = list(JOB_MANAGEMENT_POLICIES)
-    return {
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
-        "metadata": {"labels": {CACHE_CLUSTER_LABEL: cluster}},
-        "spec": spec,
-    }
+    their namespace there (D10). The Objects differ only in the label's value and the
+    provider config's name: they are Variants of the first (encoded once in the response),
+    and only the first is validated against the Object schema, which leaves both strings
+    free."""
+
+    def __init__(self, manifest: JSON, cel_query: str, *, job: bool) -> None:
+        self._manifest = manifest
+        self._cel_query = cel_query
+        self._job = job
+        self._base: JSON | None = None
+
+    def __call__(self, cluster: str, provider_config: str) -> JSON:
+        if self._base is None:
+            self._base = validated(Object, self._body(cluster, provider_config))
+        leaves = ((_LABEL_PATH, cluster), (_PROVIDER_CONFIG_PATH, provider_config))
+        return Variant(self._base, leaves)
+
+    def _body(self, cluster: str, provider_config: str) -> JSON:
+        spec: JSON = {
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+            "readiness": {"policy": "DeriveFromCelQuery", "celQuery": self._cel_query},
+            "forProvider": {"manifest": self._manifest},
+            # Watched, not polled every 30 s while unready: a staged cache is Ready sooner.
+            "watch": True,
+        }
+        if self._job:
+            spec["managementPolicies"] = list(JOB_MANAGEMENT_POLICIES)
+        return {
+            "apiVersion": OBJECT_API_VERSION,
+            "kind": "Object",
+            "metadata": {"labels": {CACHE_CLUSTER_LABEL: cluster}},
+            "spec": spec,
+        }
+
+
+_LABEL_PATH = ("metadata", "labels", CACHE_CLUSTER_LABEL)
+_PROVIDER_CONFIG_PATH = ("spec", "providerConfigRef", "name")

@@ -59,22 +59,28 @@ def is_legacy(observed_object: Mapping | None, namespace: str) -> bool:
     return observed_object is not None and found is not None and found != namespace
 
 
-def moved(observed: Mapping[str, JSON], cluster: str, namespace: str) -> bool:
+def legacy_clusters(observed: Mapping[str, JSON], clusters: set[str], namespace: str) -> set[str]:
+    """Of ``clusters``, those whose PVC under the plain key is outside the tenant's namespace
+    (made before D10)."""
+    return {c for c in clusters if is_legacy(observed.get(objects.pvc_key(c)), namespace)}
+
+
+def moved(observed: Mapping[str, JSON], cluster: str, legacy: set[str]) -> bool:
     """Whether the cluster's current PVC and Job use the ``moved`` keys: once a PVC in the
-    tenant's namespace has been composed beside an old one, it keeps its key."""
-    return objects.pvc_key(cluster, moved=True) in observed or is_legacy(
-        observed.get(objects.pvc_key(cluster)), namespace
-    )
+    tenant's namespace has been composed beside an old one (``legacy``: legacy_clusters), it
+    keeps its key."""
+    return cluster in legacy or objects.pvc_key(cluster, moved=True) in observed
 
 
 def observed_clusters(observed: Mapping[str, JSON]) -> set[str]:
     """Clusters with any observed PVC, under either key."""
     found = set()
+    moved, plain = objects.pvc_key("", moved=True), objects.pvc_key("")
     for key in observed:
-        for prefix in (objects.pvc_key("", moved=True), objects.pvc_key("")):
-            if key.startswith(prefix):
-                found.add(key[len(prefix) :])
-                break
+        if key.startswith(moved):
+            found.add(key[len(moved) :])
+        elif key.startswith(plain):
+            found.add(key[len(plain) :])
     return found
 
 
