@@ -25,8 +25,17 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
     Observed state is read defensively: a malformed status reads as "no such condition", never
     an error that would abort the reconcile.
     """
-    for cond in tolerant.listing(obj, "status", "conditions") or ():
-        if isinstance(cond, dict) and cond.get("type") == type_:
+    if type(obj) is dict:  # decoded objects: without the general walk (thousands a call)
+        status = obj.get("status")
+        found = (
+            status.get("conditions") if type(status) is dict else tolerant.at(status, "conditions")
+        )
+    else:
+        found = tolerant.at(obj, "status", "conditions")
+    if not isinstance(found, list):
+        return None
+    for cond in found:
+        if type(cond) is dict and cond.get("type") == type_:
             return cond
     return None
 

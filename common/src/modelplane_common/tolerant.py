@@ -25,8 +25,13 @@ def at(obj: Any, *path: Key) -> Any:
     value = obj
     for key in path:
         # Plain dicts first: an abstract Mapping check costs more than the lookup, and the
-        # functions walk thousands of observed objects a call.
-        if isinstance(key, str) and (type(value) is dict or isinstance(value, Mapping)):
+        # functions walk thousands of observed objects a call. (A decoded map's keys are
+        # strings: an index finds nothing in it.)
+        if type(value) is dict:
+            value = value.get(key)
+        elif value is None:
+            return None
+        elif isinstance(key, str) and isinstance(value, Mapping):
             value = value.get(key)
         elif isinstance(key, int) and isinstance(value, list) and -len(value) <= key < len(value):
             value = value[key]

@@ -108,3 +108,16 @@ def test_a_lost_status_does_not_hold_slots_for_staged_clusters():
     staged = {k: v for k, v in observe(first).items() if k.startswith("pvc-")}
     objects = desired(mc_fleet.run(cache(), mc_fleet.fleet(FLEET), staged))
     assert _slots(objects) == set(NAMES[MAX_HYDRATING:])
+
+
+def test_a_staged_cluster_named_like_a_job_holds_no_slot():
+    """A cluster's objects are told apart by their keys, not by words in its name: a staged
+    cluster called ``hydrate-east`` (its PVC observed, its Job done and gone, the cache's
+    status lost) is not taken for a running download that holds a slot."""
+    odd = cluster("hydrate-east")
+    first = desired(mc_fleet.run(cache(), mc_fleet.fleet([odd])))
+    staged = {k: v for k, v in observe(first).items() if k.startswith("pvc-")}
+    objects = desired(mc_fleet.run(cache(), mc_fleet.fleet([odd, *FLEET]), staged))
+    started = {name for name in NAMES if f"hydrate-{name}" in objects}
+    assert len(started) == MAX_HYDRATING
+    assert "hydrate-hydrate-east" not in objects

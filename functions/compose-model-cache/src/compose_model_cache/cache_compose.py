@@ -259,20 +259,15 @@ def _waiting(
     for cluster in matched:
         if not cluster.provider_config:
             continue
-        found = {
-            key: observed[key]
+        keys = [
+            (objects.pvc_key(cluster.name, moved=moved), objects.job_key(cluster.name, moved=moved))
             for moved in (False, True)
-            for key in (
-                objects.pvc_key(cluster.name, moved=moved),
-                objects.job_key(cluster.name, moved=moved),
-            )
-            if key in observed
-        }
-        if not found:
+        ]
+        pvc = next((observed[key] for key, _ in keys if key in observed), None)
+        job = next((observed[key] for _, key in keys if key in observed), None)
+        if pvc is None and job is None:
             fresh.append(cluster.name)
             continue
-        pvc = next((v for k, v in found.items() if "pvc" in k), None)
-        job = next((v for k, v in found.items() if "hydrate" in k), None)
         # The main loop's latch: Ready before, or (status lost) a PVC whose Job is gone.
         latched = cluster.name in was_ready or (
             cluster.name not in reported and pvc is not None and job is None

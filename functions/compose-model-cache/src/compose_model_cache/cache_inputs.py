@@ -297,7 +297,7 @@ def users_of(
         caches = content.get("caches")
         entries = caches.get(key, []) if isinstance(caches, Mapping) else None
         if not isinstance(entries, list) or not all(
-            isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e)
+            type(e) is list and len(e) == 2 and type(e[0]) is str and type(e[1]) is str
             for e in entries
         ):
             unknown.add(cluster)

@@ -48,12 +48,16 @@ def _required(request: Request) -> cache_inputs.Required:
     """``request.required``, but summaries read as ``cs.summary_item``: only their name and
     data, which is all the cache reads of them."""
 
+    summaries: dict[str, list[JSON]] = {}  # read once: several readers look at a key
+
     def required(key: str) -> list[JSON] | None:
         if not cache_inputs.is_summary_key(key):
             return request.required(key)
         found = request.proto.required_resources
         if key not in found:
             return None
-        return [cs.summary_item(item.resource) for item in found[key].items]
+        if key not in summaries:
+            summaries[key] = [cs.summary_item(item.resource) for item in found[key].items]
+        return list(summaries[key])
 
     return required
