@@ -62,3 +62,31 @@ def test_a_held_resource_is_returned_without_managed_fields():
     held = to_plain(rsp.desired.resources["pvc-x"].resource)
     assert "managedFields" not in held["metadata"]
     assert held["spec"] == observed["spec"]
+
+
+def test_the_cache_reads_only_the_status_of_the_remote_object_its_objects_report():
+    """compose-model-cache reads of an observed Object's remote copy
+    (``status.atProvider.manifest``) only its status: everything else reads as sent (without
+    managedFields), and an Object without a readable remote copy reads whole."""
+    reported = _object("pvc-a")
+    remote = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+              "metadata": {"name": "w", "uid": "r-1"}, "spec": {"storageClassName": "rwx"},
+              "status": {"phase": "Bound"}}  # fmt: skip
+    reported["status"]["atProvider"] = {"manifest": remote, "note": "kept"}
+    without_status = _object("pvc-b")
+    without_status["status"]["atProvider"] = {"manifest": {"kind": "PersistentVolumeClaim"}}
+    malformed = _object("pvc-c")
+    malformed["status"]["atProvider"] = {"manifest": "not a map"}
+    req = fnv1.RunFunctionRequest()
+    for body in (reported, without_status, malformed, _object("pvc-d")):
+        struct = req.observed.resources[body["metadata"]["name"]].resource
+        struct.CopyFrom(to_struct(body))
+    view = Request(req, ModelCacheFunction.read_observed)
+    whole = Request(req)
+    for key in ("pvc-c", "pvc-d"):
+        assert view.observed[key] == whole.observed[key]
+    expected = copy.deepcopy(whole.observed["pvc-a"])
+    expected["status"]["atProvider"]["manifest"] = {"status": {"phase": "Bound"}}
+    assert view.observed["pvc-a"] == expected
+    assert view.observed["pvc-b"]["status"]["atProvider"]["manifest"] == {}
+    assert view.observed["pvc-b"]["spec"] == whole.observed["pvc-b"]["spec"]

@@ -34,6 +34,7 @@ reader reads, because a reader fetches whole ConfigMaps:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -97,6 +98,7 @@ def cache_configmap_name(cluster: str) -> str:
     return name if len(name) <= _MAX_NAME else child_name("caches", cluster)
 
 
+@functools.lru_cache(maxsize=65536)  # asked for every staged cluster, every reconcile
 def shard_of(cluster: str) -> int:
     return int.from_bytes(hashlib.sha256(cluster.encode()).digest()[:8], "big") % SHARDS
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ import pydantic
 from crossplane.function import logging, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 
 from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, fill_struct, resource_plain, to_plain
@@ -138,12 +139,18 @@ class Outcome:
 class Request:
     """A plain view of a RunFunctionRequest."""
 
-    def __init__(self, req: fnv1.RunFunctionRequest) -> None:
+    def __init__(
+        self,
+        req: fnv1.RunFunctionRequest,
+        read_observed: Callable[[struct_pb2.Struct], JSON] = resource_plain,
+    ) -> None:
+        """``read_observed``: how the function reads an observed composed resource; by
+        default the whole of it (plain.resource_plain)."""
         self.proto = req
         # Objects without metadata.managedFields (plain.resource_plain).
         self.composite: JSON = resource_plain(req.observed.composite.resource)
         self.observed: dict[str, JSON] = {
-            name: resource_plain(r.resource) for name, r in req.observed.resources.items()
+            name: read_observed(r.resource) for name, r in req.observed.resources.items()
         }
         self.desired: dict[str, JSON] = {
             name: resource_plain(r.resource) for name, r in req.desired.resources.items()
@@ -285,6 +292,10 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
     def __init__(self) -> None:
         self.log = logging.get_logger()
 
+    # How observed composed resources are read (Request): each whole, unless a function
+    # reads less of them.
+    read_observed: Callable[[struct_pb2.Struct], JSON] = staticmethod(resource_plain)
+
     def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -299,7 +310,7 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         rsp = response.to(req, ttl=DEFAULT_TTL)
         fields: dict[str, object] = {}
         try:
-            request = Request(req)
+            request = Request(req, self.read_observed)
             outcome = self.compose(request)
         except InputError as err:
             response.fatal(rsp, str(err))

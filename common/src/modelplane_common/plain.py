@@ -43,21 +43,54 @@ def to_plain(struct: struct_pb2.Struct) -> JSON:
     return {k: plain_value(fields[k]) for k in fields}
 
 
-def resource_plain(struct: struct_pb2.Struct) -> JSON:
+def resource_plain(struct: struct_pb2.Struct, but: str | None = None) -> JSON:
     """A Kubernetes object as a dict (see ``to_plain``) without ``metadata.managedFields``:
     the API server's record of who set which field, often the object's largest part, which
     no function reads and none may return (Crossplane refuses a composed resource carrying
-    it)."""
+    it). ``but``: a top-level field left out."""
     fields = struct.fields
     out = {}
     for key in fields:
         value = fields[key]
+        if key == but:
+            continue
         if key == "metadata" and value.WhichOneof("kind") == "struct_value":
             meta = value.struct_value.fields
             out[key] = {k: plain_value(meta[k]) for k in meta if k != "managedFields"}
         else:
             out[key] = plain_value(value)
     return out
+
+
+def object_plain(struct: struct_pb2.Struct) -> JSON:
+    """An observed provider-kubernetes Object as a dict (see ``resource_plain``) that keeps,
+    of the remote object the provider reports (``status.atProvider.manifest``), only that
+    object's status: the remote copy's metadata and spec are a fifth of the Object, and a
+    reader that looks only at the remote status need not convert them."""
+    status = struct.fields.get("status")
+    at_provider = _struct_field(status, "atProvider")
+    manifest = _struct_field(at_provider, "manifest")
+    if status is None or at_provider is None or manifest is None:
+        return resource_plain(struct)
+    out = resource_plain(struct, but="status")
+    out["status"] = _fields_plain(status.struct_value.fields, but="atProvider")
+    out["status"]["atProvider"] = _fields_plain(at_provider.struct_value.fields, but="manifest")
+    remote = manifest.struct_value.fields
+    kept = {"status": plain_value(remote["status"])} if "status" in remote else {}
+    out["status"]["atProvider"]["manifest"] = kept
+    return out
+
+
+def _fields_plain(fields: Any, but: str) -> JSON:
+    return {k: plain_value(fields[k]) for k in fields if k != but}
+
+
+def _struct_field(value: struct_pb2.Value | None, key: str) -> struct_pb2.Value | None:
+    """``value[key]`` when ``value`` is a map holding a map there."""
+    if value is None or value.WhichOneof("kind") != "struct_value":
+        return None
+    found = value.struct_value.fields.get(key)
+    return found if found is not None and found.WhichOneof("kind") == "struct_value" else None
 
 
 def to_struct(value: JSON) -> struct_pb2.Struct:

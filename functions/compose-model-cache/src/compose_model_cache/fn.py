@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from modelplane_common import capacity_summary as cs
 from modelplane_common.function import CompositionFunction, Outcome, Request, injected_now
-from modelplane_common.plain import JSON
+from modelplane_common.plain import JSON, object_plain
 
 from compose_model_cache import cache_inputs
 from compose_model_cache.cache_compose import compose_cache
@@ -18,6 +18,8 @@ EXISTENCE_SHARD_CONTEXT_KEY = "modelplane.ai/cache-existence-shard"
 
 class ModelCacheFunction(CompositionFunction):
     name = "compose-model-cache"
+    # Everything it composes is an Object, of whose remote object it reads only the status.
+    read_observed = staticmethod(object_plain)
     # Staged clusters' existence is looked up one shard a minute (a cache reconciles about
     # once a minute, its TTL) unless every one is to be looked up every reconcile.
     check_all_staged: bool = False
