@@ -35,7 +35,7 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> JSON | None:
     if not isinstance(found, list):
         return None
     for cond in found:
-        if type(cond) is dict and cond.get("type") == type_:
+        if isinstance(cond, dict) and cond.get("type") == type_:
             return cond
     return None
 

@@ -121,3 +121,15 @@ def test_a_staged_cluster_named_like_a_job_holds_no_slot():
     started = {name for name in NAMES if f"hydrate-{name}" in objects}
     assert len(started) == MAX_HYDRATING
     assert "hydrate-hydrate-east" not in objects
+
+
+def test_an_unmatched_cluster_named_like_a_pvc_reports_its_pvcs_phase():
+    """A cluster the selector no longer matches, where a replica still mounts the cache,
+    reports the phase of its PVC (Bound, staged: Ready), not of a Job left under the other
+    key, whatever words its name holds."""
+    odd, users = [cluster("pvc-east")], [replica("r-0", "pvc-east")]
+    observed = observe(desired(mc_fleet.run(cache(), mc_fleet.fleet(odd, users))))
+    observed["ns-hydrate-pvc-east"] = observed.pop("hydrate-pvc-east")  # still running
+    rsp = mc_fleet.run(cache(selector={"zone": "nowhere"}), mc_fleet.fleet(odd, users), observed)
+    assert set(desired(rsp)) == set(observed)  # kept while r-0 mounts it
+    assert clusters_status(rsp)["pvc-east"]["phase"] == "Ready"

@@ -380,7 +380,11 @@ def _keep_unmatched(
             )
         )
         _hold_slot(outcome, observed, keys)
-        current = next(k for k in keys if k in observed and "pvc" in k)
+        current = next(
+            key
+            for key in (objects.pvc_key(cluster, moved=True), objects.pvc_key(cluster))
+            if key in observed
+        )
         phase = staging.derive_phase(observed.get(current), None, True)
         if cluster in unknown:
             message = (
