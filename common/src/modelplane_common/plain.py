@@ -70,7 +70,7 @@ def object_plain(struct: struct_pb2.Struct) -> JSON:
     status = struct.fields.get("status")
     at_provider = _struct_field(status, "atProvider")
     manifest = _struct_field(at_provider, "manifest")
-    if status is None or at_provider is None or manifest is None:
+    if manifest is None:  # (nor then a map at status or atProvider)
         return resource_plain(struct)
     out = resource_plain(struct, but="status")
     out["status"] = _fields_plain(status.struct_value.fields, but="atProvider")

@@ -380,12 +380,7 @@ def _keep_unmatched(
             )
         )
         _hold_slot(outcome, observed, keys)
-        current = next(
-            key
-            for key in (objects.pvc_key(cluster, moved=True), objects.pvc_key(cluster))
-            if key in observed
-        )
-        phase = staging.derive_phase(observed.get(current), None, True)
+        phase = staging.derive_phase(slots.current_pvc(observed, cluster), None, True)
         if cluster in unknown:
             message = (
                 f"{unknown[cluster]}: who mounts the cache there is not known, so its PVC and "

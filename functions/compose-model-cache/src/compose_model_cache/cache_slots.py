@@ -98,13 +98,18 @@ def provider_configs(observed: Mapping[str, JSON], clusters: Sequence[str]) -> d
     return found
 
 
+def current_pvc(observed: Mapping[str, JSON], cluster: str) -> JSON | None:
+    """The cluster's observed PVC Object: under the ``moved`` key if there, else the plain."""
+    moved_pvc = observed.get(objects.pvc_key(cluster, moved=True))
+    return moved_pvc if moved_pvc is not None else observed.get(objects.pvc_key(cluster))
+
+
 def healthy(observed: Mapping[str, JSON], cluster: str) -> bool:
     """Whether the cluster's observed PVC Object (either key) is Ready and not failing to
     sync: one that is not may have lost its cluster (a cloud cluster deleted, its kubeconfig
     gone), so its cluster's existence is looked up every reconcile, not in turn."""
-    for moved_key in (True, False):
-        body = observed.get(objects.pvc_key(cluster, moved=moved_key))
-        if body is not None:
-            synced = observed_state.condition(body, "Synced") or {}
-            return observed_state.is_ready(body) and synced.get("status") != "False"
-    return False
+    body = current_pvc(observed, cluster)
+    if body is None:
+        return False
+    synced = observed_state.condition(body, "Synced") or {}
+    return observed_state.is_ready(body) and synced.get("status") != "False"
