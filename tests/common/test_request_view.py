@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from compose_model_cache.fn import ModelCacheFunction
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.function import Request
-from modelplane_common.plain import to_plain, to_struct
+from modelplane_common.plain import replica_plain, to_plain, to_struct
 from modelplane_common.serving import run_function
 
 MANAGED = [
@@ -90,3 +91,56 @@ def test_the_cache_reads_only_the_status_of_the_remote_object_its_objects_report
     assert view.observed["pvc-a"] == expected
     assert view.observed["pvc-b"]["status"]["atProvider"]["manifest"] == {}
     assert view.observed["pvc-b"]["spec"] == whole.observed["pvc-b"]["spec"]
+
+
+def _replica() -> dict:
+    member = {
+        "role": "Leader",
+        "nodePoolName": "h100",
+        "worker": {"size": 2},
+        "deviceRequests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 8}],
+        "template": {"spec": {"containers": [{"name": "engine", "image": "vllm:1"}]}},
+    }
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {"name": "r", "namespace": "ml-team", "managedFields": MANAGED,
+                     "labels": {"modelplane.ai/modelcache": "weights"}},
+        "spec": {
+            "clusterName": "lab",
+            "modelCacheRef": {"name": "weights"},
+            "crossplane": {"compositionRef": {"name": "modelreplicas.modelplane.ai"}},
+            "engines": [{"name": "main", "copies": 2, "members": [member, "not a map"]}],
+        },
+        "status": {"remoteNamespace": "ml-team",
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }  # fmt: skip
+
+
+def test_a_cluster_reads_its_replicas_without_pod_templates_or_crossplanes_references():
+    """compose-inference-cluster reads the replicas placed on it for its summary, drain and
+    tenants: everything but the pod templates and spec.crossplane, which none of those read."""
+    req = fnv1.RunFunctionRequest()
+    req.required_resources["model-replicas"].items.add().resource.CopyFrom(to_struct(_replica()))
+    req.required_resources["other"].items.add().resource.CopyFrom(to_struct(_replica()))
+    view = Request(req, read_required={"model-replicas": replica_plain})
+    expected = _replica()
+    del expected["metadata"]["managedFields"]
+    whole = copy.deepcopy(expected)
+    del expected["spec"]["crossplane"]
+    del expected["spec"]["engines"][0]["members"][0]["template"]
+    assert view.required("model-replicas") == [expected]
+    assert view.required("other") == [whole]  # another requirement is read whole
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [None, "text", {"engines": "text"}, {"engines": [7, {"members": {"a": 1}}]}],
+    ids=["no-spec", "spec-not-a-map", "engines-not-a-list", "malformed-engines"],
+)
+def test_a_malformed_replica_is_read_as_sent(spec):
+    """A shape the schema would refuse reaches the readers unchanged, for them to judge."""
+    replica = {"kind": "ModelReplica", "metadata": {"name": "r"}}
+    if spec is not None:
+        replica["spec"] = spec
+    assert replica_plain(to_struct(replica)) == replica

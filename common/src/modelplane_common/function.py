@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import grpc
 import pydantic
@@ -143,9 +143,11 @@ class Request:
         self,
         req: fnv1.RunFunctionRequest,
         read_observed: Callable[[struct_pb2.Struct], JSON] = resource_plain,
+        read_required: Mapping[str, Callable[[struct_pb2.Struct], JSON]] | None = None,
     ) -> None:
-        """``read_observed``: how the function reads an observed composed resource; by
-        default the whole of it (plain.resource_plain)."""
+        """``read_observed``: how the function reads an observed composed resource;
+        ``read_required``: per requirement, how it reads the objects resolved for it; by
+        default the whole of each (plain.resource_plain)."""
         self.proto = req
         # Objects without metadata.managedFields (plain.resource_plain).
         self.composite: JSON = resource_plain(req.observed.composite.resource)
@@ -158,6 +160,7 @@ class Request:
         self.context: JSON = to_plain(req.context) if req.HasField("context") else {}
         self.input: JSON | None = to_plain(req.input) if req.HasField("input") else None
         self._required: dict[str, list[JSON]] = {}
+        self._read_required = read_required or {}
 
     @property
     def spec(self) -> JSON:
@@ -188,7 +191,8 @@ class Request:
         # its own list (of the same dicts, which callers only read).
         if name not in self._required:
             items = self.proto.required_resources[name].items
-            self._required[name] = [resource_plain(item.resource) for item in items]
+            read = self._read_required.get(name, resource_plain)
+            self._required[name] = [read(item.resource) for item in items]
         return list(self._required[name])
 
 
@@ -295,6 +299,9 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
     # How observed composed resources are read (Request): each whole, unless a function
     # reads less of them.
     read_observed: Callable[[struct_pb2.Struct], JSON] = staticmethod(resource_plain)
+    # How the objects resolved for a requirement are read, by requirement: whole, unless a
+    # function reads less of them.
+    read_required: ClassVar[Mapping[str, Callable[[struct_pb2.Struct], JSON]]] = {}
 
     def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -310,7 +317,7 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         rsp = response.to(req, ttl=DEFAULT_TTL)
         fields: dict[str, object] = {}
         try:
-            request = Request(req, self.read_observed)
+            request = Request(req, self.read_observed, self.read_required)
             outcome = self.compose(request)
         except InputError as err:
             response.fatal(rsp, str(err))

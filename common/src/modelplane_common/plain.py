@@ -81,6 +81,51 @@ def object_plain(struct: struct_pb2.Struct) -> JSON:
     return out
 
 
+def replica_plain(struct: struct_pb2.Struct) -> JSON:
+    """A ModelReplica as its cluster reads it (see ``resource_plain``) without what no
+    cluster decision reads and is about half its values: Crossplane's references
+    (``spec.crossplane``) and each engine member's pod ``template``. Shapes the schema would
+    not admit are kept as sent, for the readers to judge."""
+    spec = struct.fields.get("spec")
+    if spec is None or spec.WhichOneof("kind") != "struct_value":
+        return resource_plain(struct)
+    out = resource_plain(struct, but="spec")
+    fields = spec.struct_value.fields
+    out["spec"] = {
+        key: _engines_plain(fields[key]) if key == "engines" else plain_value(fields[key])
+        for key in fields
+        if key != "crossplane"
+    }
+    return out
+
+
+def _engines_plain(engines: struct_pb2.Value) -> Any:
+    if engines.WhichOneof("kind") != "list_value":
+        return plain_value(engines)
+    out = []
+    for engine in engines.list_value.values:
+        if engine.WhichOneof("kind") != "struct_value":
+            out.append(plain_value(engine))
+            continue
+        fields = engine.struct_value.fields
+        read = {k: plain_value(fields[k]) for k in fields if k != "members"}
+        if "members" in fields:  # (its place among the keys is of no consequence)
+            read["members"] = _members_plain(fields["members"])
+        out.append(read)
+    return out
+
+
+def _members_plain(members: struct_pb2.Value) -> Any:
+    if members.WhichOneof("kind") != "list_value":
+        return plain_value(members)
+    return [
+        _fields_plain(member.struct_value.fields, but="template")
+        if member.WhichOneof("kind") == "struct_value"
+        else plain_value(member)
+        for member in members.list_value.values
+    ]
+
+
 def _fields_plain(fields: Any, but: str) -> JSON:
     return {k: plain_value(fields[k]) for k in fields if k != but}
 

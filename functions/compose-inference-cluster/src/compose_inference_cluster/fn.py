@@ -6,12 +6,16 @@ Thin glue: the pure decision lives in ``plan``; this reads the request's require
 from __future__ import annotations
 
 from modelplane_common.function import CompositionFunction, Outcome, Request
+from modelplane_common.plain import replica_plain
 
 from compose_inference_cluster import plan
 
 
 class InferenceClusterFunction(CompositionFunction):
     name = "compose-inference-cluster"
+    # Its replicas are most of its request; it reads neither their pod templates nor
+    # Crossplane's references on them.
+    read_required = {plan.REPLICAS_REQUIREMENT: replica_plain}
 
     def compose(self, request: Request) -> Outcome:
         replicas = request.required(plan.REPLICAS_REQUIREMENT)
