@@ -5,8 +5,10 @@ Thin glue: the pure decision lives in ``plan``; this reads the request's require
 
 from __future__ import annotations
 
+import functools
+
 from modelplane_common.function import CompositionFunction, Outcome, Request
-from modelplane_common.plain import replica_plain
+from modelplane_common.plain import replica_plain, resource_plain
 
 from compose_inference_cluster import plan
 
@@ -14,8 +16,14 @@ from compose_inference_cluster import plan
 class InferenceClusterFunction(CompositionFunction):
     name = "compose-inference-cluster"
     # Its replicas are most of its request; it reads neither their pod templates nor
-    # Crossplane's references on them.
-    read_required = {plan.REPLICAS_REQUIREMENT: replica_plain}
+    # Crossplane's references on them. Of the replicas' and caches' Objects placed on it, it
+    # reads only what they deploy and where (their namespace, labels and deletion), not the
+    # status that copies the remote object.
+    read_required = {
+        plan.REPLICAS_REQUIREMENT: replica_plain,
+        plan.REPLICA_OBJECTS_REQUIREMENT: functools.partial(resource_plain, but="status"),
+        plan.CACHE_OBJECTS_REQUIREMENT: functools.partial(resource_plain, but="status"),
+    }
 
     def compose(self, request: Request) -> Outcome:
         replicas = request.required(plan.REPLICAS_REQUIREMENT)
