@@ -276,3 +276,48 @@ def test_a_function_answers_to_its_installed_name_and_to_its_directory_name():
     with FunctionHost(servicers={"compose-inference-class": replaced}) as host:
         host.run_function("modelplane-modelplanecompose-inference-class", req)
     assert len(replaced.requests) == 1
+
+
+def _big(name: str, size: int, **labels: str) -> dict:
+    return cm(name, "a", **labels) | {"data": {"blob": "x" * size}}
+
+
+def test_a_request_over_4_mib_is_refused_as_the_deployed_function_refuses_it():
+    """A function runs with the SDK's 4 MiB receive limit (its console script's default), so a
+    requirement that resolves to more than that fails the step as it fails under Crossplane;
+    render and simulate must not host it more leniently."""
+
+    def ask(req, _n):
+        rsp = response.to(req)
+        target = rsp.requirements.resources["blobs"]
+        target.api_version, target.kind = "v1", "ConfigMap"
+        target.match_labels.labels.update({"app": "blob"})
+        return rsp
+
+    under = [_big(f"b{i}", 900 * 1024, app="blob") for i in range(4)]  # 3.5 MiB
+    with FunctionHost(servicers={"ask": Scripted(ask)}) as host:
+        run_pipeline(host, pipeline("ask"), XR, {}, under)
+        with pytest.raises(PipelineError) as raised:
+            run_pipeline(
+                host, pipeline("ask"), XR, {}, [*under, _big("b4", 900 * 1024, app="blob")]
+            )
+    message = str(raised.value)
+    assert message.startswith('cannot run pipeline step "ask": rpc error: code = ResourceExhausted')
+    assert "vs. 4194304" in message
+
+
+def test_a_response_over_4_mib_is_refused_as_crossplane_refuses_it():
+    """Crossplane receives at most 4 MiB from a function (grpc-go's default)."""
+
+    def compose(req, _n):
+        rsp = response.to(req)
+        for i in range(5):
+            rsp.desired.resources[f"b{i}"].resource.update(_big(f"b{i}", 900 * 1024))
+        return rsp
+
+    with (
+        FunctionHost(servicers={"big": Scripted(compose)}) as host,
+        pytest.raises(PipelineError) as raised,
+    ):
+        run_pipeline(host, pipeline("big"), XR, {}, [])
+    assert "code = ResourceExhausted" in str(raised.value)

@@ -13,14 +13,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import grpc
+from crossplane.function.cli import DEFAULT_MAX_RECV_MESSAGE_SIZE
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-# Fleet-scale requests (thousands of observed replicas) exceed gRPC's 4 MiB default.
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# The limits as deployed, so that render and simulate refuse what Crossplane's call would (D8,
+# D13). A function's console script receives, and sends, at most its --max-recv-message-size:
+# the SDK's default, 4 MiB. Crossplane calls with grpc-go's defaults: it sends any size and
+# receives at most 4 MiB.
+FUNCTION_MESSAGE_LIMIT = DEFAULT_MAX_RECV_MESSAGE_SIZE * 1024 * 1024
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", FUNCTION_MESSAGE_LIMIT),
+    ("grpc.max_send_message_length", FUNCTION_MESSAGE_LIMIT),
+]
 CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+    ("grpc.max_send_message_length", -1),
 ]
 
 
@@ -44,7 +52,7 @@ class BackgroundServer:
         return self.address
 
     async def _start(self) -> str:
-        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         grpcv1.add_FunctionRunnerServiceServicer_to_server(self._servicer, server)
         port = server.add_insecure_port(f"{self._host}:0")
         await server.start()
