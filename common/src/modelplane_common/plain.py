@@ -84,8 +84,9 @@ def object_plain(struct: struct_pb2.Struct) -> JSON:
 def replica_plain(struct: struct_pb2.Struct) -> JSON:
     """A ModelReplica as its cluster reads it (see ``resource_plain``) without what no
     cluster decision reads and is about half its values: Crossplane's references
-    (``spec.crossplane``) and each engine member's pod ``template``. Shapes the schema would
-    not admit are kept as sent, for the readers to judge."""
+    (``spec.crossplane``) and each engine member's pod ``template``, whatever their shape. A
+    spec, engine or member the schema would not admit is otherwise kept as sent, for the
+    readers to judge."""
     spec = struct.fields.get("spec")
     if spec is None or spec.WhichOneof("kind") != "struct_value":
         return resource_plain(struct)
