@@ -16,6 +16,8 @@ import grpc
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(p.name for p in (ROOT / "functions").iterdir() if p.is_dir())
@@ -95,3 +97,58 @@ def test_help_lists_the_standard_flags():
     assert done.returncode == 0
     for flag in ("--insecure", "--address", "--tls-certs-dir", "--debug"):
         assert flag in done.stdout
+
+
+def _padded(size: int) -> fnv1.RunFunctionRequest:
+    """A request for an XR the function does not know, padded to about ``size`` bytes by a
+    resolved requirement."""
+    request = fnv1.RunFunctionRequest()
+    request.observed.composite.resource.update(
+        {"apiVersion": "example.org/v1", "kind": "Unexpected", "metadata": {"name": "x"}}
+    )
+    item = request.required_resources["pad"].items.add()
+    item.resource.update({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "x" * size}})
+    return request
+
+
+def _size_warnings(response: fnv1.RunFunctionResponse) -> list[str]:
+    return [
+        r.message
+        for r in response.results
+        if r.severity == fnv1.SEVERITY_WARNING and r.message.startswith("this reconcile's request")
+    ]
+
+
+def test_a_function_warns_near_the_limit_it_runs_with_and_refuses_past_it():
+    """Started with --max-recv-message-size 1 (MiB), compose-model-cache answers a 0.9 MiB
+    request with a warning naming its size, that limit and what the cache's requests grow
+    with; a request past the limit is refused before it runs, as Crossplane would see it.
+    v1beta1 is still served."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [str(BIN / "compose-model-cache"), "--insecure", "--address", f"127.0.0.1:{port}",
+         "--max-recv-message-size", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=60)
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            assert _size_warnings(stub.RunFunction(_padded(500 * 1024), timeout=30)) == []
+            (warning,) = _size_warnings(stub.RunFunction(_padded(900 * 1024), timeout=30))
+            assert warning.startswith(
+                "this reconcile's request to compose-model-cache was 0.9 MiB of the 1 MiB it "
+                "receives; past that Crossplane's calls are refused (ResourceExhausted) and "
+                "this Unexpected stops reconciling, keeping what it composed. It grows with "
+                "the clusters the cache is staged on"
+            ), warning
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.RunFunction(_padded(1100 * 1024), timeout=30)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            beta = fnv1beta1.RunFunctionRequest.FromString(_padded(10).SerializeToString())
+            answer = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(beta, timeout=30)
+            assert isinstance(answer, fnv1beta1.RunFunctionResponse)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -144,3 +144,19 @@ def test_a_malformed_replica_is_read_as_sent(spec):
     if spec is not None:
         replica["spec"] = spec
     assert replica_plain(to_struct(replica)) == replica
+
+
+@pytest.mark.parametrize(("mib", "warned"), [(2.9, False), (3.2, True)])
+def test_render_and_simulate_warn_near_the_4_mib_limit_as_the_deployed_function_does(mib, warned):
+    """The in-process host (render, simulate) tells a function each request's size as its
+    console script does, so the warning past 3 MiB of the 4 MiB appears there too."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(to_struct(_object("xr")))
+    pad = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "x" * int(mib * 1024 * 1024)}}
+    req.required_resources["pad"].items.add().resource.CopyFrom(to_struct(pad))
+    rsp = run_function(ModelCacheFunction(), req)
+    near = [r.message for r in rsp.results if "MiB it receives" in r.message]
+    assert len(near) == int(warned)
+    if warned:
+        assert f"was {mib:.1f} MiB of the 4 MiB" in near[0]
+        assert rsp.results[-1].severity == fnv1.SEVERITY_WARNING

@@ -27,6 +27,7 @@ from google.protobuf import struct_pb2
 
 from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, fill_struct, resource_plain, to_plain
+from modelplane_common.serving import FUNCTION_MESSAGE_LIMIT
 
 DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
@@ -38,6 +39,11 @@ SETTLING_TTL = timedelta(seconds=5)
 # --context-values, so their output is deterministic; a real control plane leaves it unset and
 # functions read the wall clock.
 CLOCK_CONTEXT_KEY = "modelplane.ai/now"
+
+
+MIB = 1024 * 1024
+# A request past this share of the limit is warned about.
+NEAR_LIMIT = 0.75
 
 
 def injected_now(context: Mapping[str, Any]) -> datetime | None:
@@ -305,6 +311,29 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
 
     def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # The most this function receives (its --max-recv-message-size) and, for its warning
+    # near that, what its requests grow with.
+    message_limit: int = FUNCTION_MESSAGE_LIMIT
+    request_growth: str = ""
+
+    def run_sized(self, req: fnv1.RunFunctionRequest, size: int) -> fnv1.RunFunctionResponse:
+        """``run``, given the request's size on the wire (serving.add_function)."""
+        rsp = self.run(req)
+        if size > NEAR_LIMIT * self.message_limit:
+            response.warning(rsp, self._near_limit(req, size))
+        return rsp
+
+    def _near_limit(self, req: fnv1.RunFunctionRequest, size: int) -> str:
+        kind = req.observed.composite.resource.fields.get("kind")
+        mib, limit = size / MIB, self.message_limit / MIB
+        return (
+            f"this reconcile's request to {self.name} was {mib:.1f} MiB of the {limit:g} MiB "
+            f"it receives; past that Crossplane's calls are refused (ResourceExhausted) and "
+            f"this {kind.string_value if kind else 'resource'} stops reconciling, keeping what "
+            f"it composed. {self.request_growth}Or give the function a larger "
+            "--max-recv-message-size (its DeploymentRuntimeConfig's args)."
+        )
 
     def run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         """Run one request synchronously (the servicer's logic without gRPC).

@@ -7,17 +7,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
 import click
+import grpc
 import structlog
 from crossplane.function import cli as sdk_cli
 from crossplane.function import runtime as sdk_runtime
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from grpc_reflection.v1alpha import reflection
+
+from modelplane_common.function import CompositionFunction
+from modelplane_common.serving import add_function
 
 LOG_FORMATS = ("json", "text")
 _MB = 1024 * 1024
@@ -78,19 +86,56 @@ def function_cli(make_runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]
         ]
         try:
             runner = make_runner()
+            if isinstance(runner, CompositionFunction):
+                runner.message_limit = receive * _MB
             # Everything imported so far (generated models, CEL environments) lives as long as
             # the process: out of the collector's sight, a full collection during a request
             # scans only what requests allocate.
             gc.freeze()
             structlog.get_logger().info("serving", address=options["address"], mtls=not insecure)
-            sdk_runtime.serve(
+            serve(
                 runner,
                 options["address"],
                 creds=None if insecure else sdk_runtime.load_credentials(str(tls_certs_dir)),
-                insecure=insecure,
                 options=grpc_options,
             )
         except Exception as err:
             raise click.ClickException(f"cannot run function: {err}") from err
 
     return command
+
+
+def serve(
+    runner: grpcv1.FunctionRunnerServiceServicer,
+    address: str,
+    *,
+    creds: grpc.ServerCredentials | None,
+    options: list[tuple[str, Any]],
+) -> None:
+    """Serve ``runner`` as the SDK's ``runtime.serve`` does (v1 and v1beta1 RunFunction,
+    reflection, a graceful stop on SIGTERM; insecure when ``creds`` is None), with v1 served
+    by ``serving.add_function``, which tells the runner each request's size."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    server = grpc.aio.server(options=options)
+    grace = sdk_runtime.SHUTDOWN_GRACE_PERIOD_SECONDS
+    loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(server.stop(grace)))
+    add_function(runner, server)
+    grpcv1beta1.add_FunctionRunnerServiceServicer_to_server(
+        sdk_runtime.BetaFunctionRunner(wrapped=runner), server
+    )
+    reflection.enable_server_reflection(sdk_runtime.SERVICE_NAMES, server)
+    if creds is None:
+        server.add_insecure_port(address)
+    else:
+        server.add_secure_port(address, creds)
+
+    async def run() -> None:
+        await server.start()
+        await server.wait_for_termination()
+
+    try:
+        loop.run_until_complete(run())
+    finally:
+        loop.run_until_complete(server.stop(grace))
+        loop.close()

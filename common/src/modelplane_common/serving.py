@@ -32,6 +32,31 @@ CHANNEL_OPTIONS = [
 ]
 
 
+RUN_FUNCTION_SERVICE = fnv1.DESCRIPTOR.services_by_name["FunctionRunnerService"].full_name
+
+
+def add_function(servicer: grpcv1.FunctionRunnerServiceServicer, server: grpc.aio.Server) -> None:
+    """Serve ``servicer``'s v1 RunFunction on ``server``. A servicer with a ``run_sized``
+    method (CompositionFunction) is handed each request with its size on the wire, which only
+    the decoder sees: a function warns before its requests outgrow the limit it receives."""
+    run_sized = getattr(servicer, "run_sized", None)
+    if run_sized is None:
+        grpcv1.add_FunctionRunnerServiceServicer_to_server(servicer, server)
+        return
+
+    async def run(sized: tuple[fnv1.RunFunctionRequest, int], _: object) -> object:
+        return run_sized(*sized)
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        run,
+        request_deserializer=lambda data: (fnv1.RunFunctionRequest.FromString(data), len(data)),
+        response_serializer=fnv1.RunFunctionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(RUN_FUNCTION_SERVICE, {"RunFunction": handler}),)
+    )
+
+
 class BackgroundServer:
     """A grpc.aio server for one servicer, running on its own event loop thread."""
 
@@ -53,7 +78,7 @@ class BackgroundServer:
 
     async def _start(self) -> str:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        grpcv1.add_FunctionRunnerServiceServicer_to_server(self._servicer, server)
+        add_function(self._servicer, server)
         port = server.add_insecure_port(f"{self._host}:0")
         await server.start()
         self._server = server

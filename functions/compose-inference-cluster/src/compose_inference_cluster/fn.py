@@ -15,6 +15,10 @@ from compose_inference_cluster import plan
 
 class InferenceClusterFunction(CompositionFunction):
     name = "compose-inference-cluster"
+    request_growth = (
+        "It grows with the replicas placed on this cluster (about 4.5 KB each) and, once none "
+        "is left, with their Objects still being deleted; place fewer replicas here. "
+    )
     # Its replicas are most of its request; it reads neither their pod templates nor
     # Crossplane's references on them. Of the replicas' and caches' Objects placed on it, it
     # reads only what they deploy and where (their namespace, labels and deletion), not the
