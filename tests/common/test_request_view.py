@@ -160,3 +160,4 @@ def test_render_and_simulate_warn_near_the_4_mib_limit_as_the_deployed_function_
     if warned:
         assert f"was {mib:.1f} MiB of the 4 MiB" in near[0]
         assert rsp.results[-1].severity == fnv1.SEVERITY_WARNING
+        assert rsp.results[-1].reason == "RequestNearLimit"  # the event's reason

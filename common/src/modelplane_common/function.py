@@ -321,7 +321,14 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
         """``run``, given the request's size on the wire (serving.add_function)."""
         rsp = self.run(req)
         if size > NEAR_LIMIT * self.message_limit:
-            response.warning(rsp, self._near_limit(req, size))
+            rsp.results.append(
+                fnv1.Result(
+                    severity=fnv1.SEVERITY_WARNING,
+                    message=self._near_limit(req, size),
+                    reason="RequestNearLimit",
+                    target=fnv1.TARGET_COMPOSITE,
+                )
+            )
         return rsp
 
     def _near_limit(self, req: fnv1.RunFunctionRequest, size: int) -> str:
