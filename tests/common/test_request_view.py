@@ -150,14 +150,37 @@ def test_a_malformed_replica_is_read_as_sent(spec):
 def test_render_and_simulate_warn_near_the_4_mib_limit_as_the_deployed_function_does(mib, warned):
     """The in-process host (render, simulate) tells a function each request's size as its
     console script does, so the warning past 3 MiB of the 4 MiB appears there too."""
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.CopyFrom(to_struct(_object("xr")))
-    pad = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "x" * int(mib * 1024 * 1024)}}
-    req.required_resources["pad"].items.add().resource.CopyFrom(to_struct(pad))
-    rsp = run_function(ModelCacheFunction(), req)
+    rsp = run_function(ModelCacheFunction(), _padded(mib))
     near = [r.message for r in rsp.results if "MiB it receives" in r.message]
     assert len(near) == int(warned)
     if warned:
         assert f"was {mib:.1f} MiB of the 4 MiB" in near[0]
-        assert rsp.results[-1].severity == fnv1.SEVERITY_WARNING
-        assert rsp.results[-1].reason == "RequestNearLimit"  # the event's reason
+        assert rsp.results[0].severity == fnv1.SEVERITY_WARNING
+        assert rsp.results[0].reason == "RequestNearLimit"  # the event's reason
+
+
+class _Failing(ModelCacheFunction):
+    def compose(self, request):
+        raise RuntimeError("boom")
+
+
+def _padded(mib: float) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(to_struct(_object("xr")))
+    pad = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "x" * int(mib * 1024 * 1024)}}
+    req.required_resources["pad"].items.add().resource.CopyFrom(to_struct(pad))
+    return req
+
+
+def test_the_warning_comes_before_a_fatal_result_which_ends_what_crossplane_reads():
+    rsp = run_function(_Failing(), _padded(3.2))
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_WARNING, fnv1.SEVERITY_FATAL]
+    assert rsp.results[0].reason == "RequestNearLimit"
+
+
+def test_a_function_without_a_limit_never_warns():
+    """--max-recv-message-size -1 is gRPC's "no limit"."""
+    unlimited = ModelCacheFunction()
+    unlimited.message_limit = -1
+    rsp = run_function(unlimited, _padded(3.2))
+    assert not [r for r in rsp.results if r.reason == "RequestNearLimit"]

@@ -320,24 +320,27 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
     def run_sized(self, req: fnv1.RunFunctionRequest, size: int) -> fnv1.RunFunctionResponse:
         """``run``, given the request's size on the wire (serving.add_function)."""
         rsp = self.run(req)
-        if size > NEAR_LIMIT * self.message_limit:
-            rsp.results.append(
+        # (A limit of -1 is none.) First: Crossplane reads no result after a Fatal one.
+        if self.message_limit > 0 and size > NEAR_LIMIT * self.message_limit:
+            rsp.results.insert(
+                0,
                 fnv1.Result(
                     severity=fnv1.SEVERITY_WARNING,
                     message=self._near_limit(req, size),
                     reason="RequestNearLimit",
                     target=fnv1.TARGET_COMPOSITE,
-                )
+                ),
             )
         return rsp
 
     def _near_limit(self, req: fnv1.RunFunctionRequest, size: int) -> str:
         kind = req.observed.composite.resource.fields.get("kind")
+        kind_name = (kind.string_value if kind is not None else "") or "resource"
         mib, limit = size / MIB, self.message_limit / MIB
         return (
             f"this reconcile's request to {self.name} was {mib:.1f} MiB of the {limit:g} MiB "
             f"it receives; past that Crossplane's calls are refused (ResourceExhausted) and "
-            f"this {kind.string_value if kind else 'resource'} stops reconciling, keeping what "
+            f"this {kind_name} stops reconciling, keeping what "
             f"it composed. {self.request_growth}Or give the function a larger "
             "--max-recv-message-size (its DeploymentRuntimeConfig's args)."
         )
