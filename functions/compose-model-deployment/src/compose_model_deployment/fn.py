@@ -594,6 +594,7 @@ def _scaled_to_zero(request: Request) -> str:
 
 class ModelDeploymentFunction(CompositionFunction):
     name = "compose-model-deployment"
+    request_growth = "It grows with this deployment's replicas, pod templates included. "
 
     def compose(self, request: Request) -> Outcome:
         return compose(request)
