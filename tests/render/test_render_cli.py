@@ -1407,3 +1407,37 @@ def test_xrd_flag_applies_the_given_xrds_defaults(serve, files):
         render(xr, comp, functions, "--xrd", xrd_file),
         "the specified API version 'v1' does not exist in the XRD",
     )
+
+
+def _padding(mib: float) -> dict[str, Any]:
+    """An observed composed resource of about ``mib`` MiB (a ConfigMap of the cache's)."""
+    body = config_map("pad", x="x" * int(mib * 1024 * 1024))
+    body["metadata"]["namespace"] = "ml-team"  # the cache's: a namespaced XR looks only there
+    body["metadata"]["annotations"] = {"crossplane.io/composition-resource-name": "pad"}
+    return body
+
+
+@pytest.mark.parametrize(("mib", "outcome"), [(2.5, "quiet"), (3.3, "warned"), (4.2, "refused")])
+def test_render_warns_near_the_4_mib_limit_and_fails_past_it_as_the_real_plane_does(
+    files, mib, outcome
+):
+    """A cache whose request nears the 4 MiB its function receives is rendered with a
+    RequestNearLimit result; past the limit render fails as Crossplane's call would."""
+    cache = ROOT / "examples" / "cache" / "cache-public.yaml"
+    clusters = ROOT / "examples" / "cache" / "clusters.yaml"
+    observed = files("observed.yaml", _padding(mib))
+    result = render(cache, "-e", clusters, "-o", observed, "-r")
+    if outcome == "refused":
+        assert result.exit_code == 1
+        assert "rpc error: code = ResourceExhausted" in result.stderr
+        assert "vs. 4194304" in result.stderr
+        return
+    near = [
+        doc for doc in documents(result)
+        if doc.get("kind") == "Result" and doc.get("reason") == "RequestNearLimit"
+    ]  # fmt: skip
+    assert len(near) == (outcome == "warned")
+    if near:
+        assert near[0]["severity"] == "Warning"
+        assert f"was {mib:.1f} MiB of the 4 MiB it receives" in near[0]["message"]
+        assert "this ModelCache stops reconciling" in near[0]["message"]
