@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2
 
 from modelplane_common import observed, tolerant
 from modelplane_common.plain import JSON, fill_struct, resource_plain, to_plain
-from modelplane_common.serving import FUNCTION_MESSAGE_LIMIT
+from modelplane_common.serving import FUNCTION_MESSAGE_LIMIT, MIB
 
 DEFAULT_TTL = timedelta(minutes=1)
 # Crossplane re-runs a pipeline after its TTL, and (realtime compositions) otherwise only when a
@@ -41,7 +41,6 @@ SETTLING_TTL = timedelta(seconds=5)
 CLOCK_CONTEXT_KEY = "modelplane.ai/now"
 
 
-MIB = 1024 * 1024
 # A request past this share of the limit is warned about.
 NEAR_LIMIT = 0.75
 
@@ -309,13 +308,13 @@ class CompositionFunction(grpcv1.FunctionRunnerServiceServicer):
     # function reads less of them.
     read_required: ClassVar[Mapping[str, Callable[[struct_pb2.Struct], JSON]]] = {}
 
-    def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
-        raise NotImplementedError
-
     # The most this function receives (its --max-recv-message-size) and, for its warning
     # near that, what its requests grow with.
     message_limit: int = FUNCTION_MESSAGE_LIMIT
     request_growth: str = ""
+
+    def compose(self, request: Request) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def run_sized(self, req: fnv1.RunFunctionRequest, size: int) -> fnv1.RunFunctionResponse:
         """``run``, given the request's size on the wire (serving.add_function)."""

@@ -25,10 +25,9 @@ from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1bet
 from grpc_reflection.v1alpha import reflection
 
 from modelplane_common.function import CompositionFunction
-from modelplane_common.serving import add_function
+from modelplane_common.serving import MIB, add_function
 
 LOG_FORMATS = ("json", "text")
-_MB = 1024 * 1024
 
 
 def configure_logging(debug: bool, log_format: str = "json", stream: TextIO | None = None) -> None:
@@ -81,13 +80,13 @@ def function_cli(make_runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]
         receive = options["max_recv_message_size"]
         send = options["max_send_message_size"] or receive
         grpc_options = [
-            ("grpc.max_receive_message_length", receive * _MB),
-            ("grpc.max_send_message_length", send * _MB),
+            ("grpc.max_receive_message_length", receive * MIB),
+            ("grpc.max_send_message_length", send * MIB),
         ]
         try:
             runner = make_runner()
             if isinstance(runner, CompositionFunction):
-                runner.message_limit = receive * _MB
+                runner.message_limit = receive * MIB
             # Everything imported so far (generated models, CEL environments) lives as long as
             # the process: out of the collector's sight, a full collection during a request
             # scans only what requests allocate.

@@ -21,13 +21,15 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 # D13). A function's console script receives, and sends, at most its --max-recv-message-size:
 # the SDK's default, 4 MiB. Crossplane calls with grpc-go's defaults: it sends any size and
 # receives at most 4 MiB.
-FUNCTION_MESSAGE_LIMIT = DEFAULT_MAX_RECV_MESSAGE_SIZE * 1024 * 1024
+MIB = 1024 * 1024
+FUNCTION_MESSAGE_LIMIT = DEFAULT_MAX_RECV_MESSAGE_SIZE * MIB
+CROSSPLANE_RECEIVE_LIMIT = 4 * MIB
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", FUNCTION_MESSAGE_LIMIT),
     ("grpc.max_send_message_length", FUNCTION_MESSAGE_LIMIT),
 ]
 CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+    ("grpc.max_receive_message_length", CROSSPLANE_RECEIVE_LIMIT),
     ("grpc.max_send_message_length", -1),
 ]
 

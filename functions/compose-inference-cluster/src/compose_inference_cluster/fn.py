@@ -12,6 +12,8 @@ from modelplane_common.plain import replica_plain, resource_plain
 
 from compose_inference_cluster import plan
 
+_without_status = functools.partial(resource_plain, but="status")
+
 
 class InferenceClusterFunction(CompositionFunction):
     name = "compose-inference-cluster"
@@ -25,8 +27,8 @@ class InferenceClusterFunction(CompositionFunction):
     # status that copies the remote object.
     read_required = {
         plan.REPLICAS_REQUIREMENT: replica_plain,
-        plan.REPLICA_OBJECTS_REQUIREMENT: functools.partial(resource_plain, but="status"),
-        plan.CACHE_OBJECTS_REQUIREMENT: functools.partial(resource_plain, but="status"),
+        plan.REPLICA_OBJECTS_REQUIREMENT: _without_status,
+        plan.CACHE_OBJECTS_REQUIREMENT: _without_status,
     }
 
     def compose(self, request: Request) -> Outcome:
