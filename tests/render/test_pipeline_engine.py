@@ -221,7 +221,8 @@ def test_unknown_function_without_a_functions_file():
     with FunctionHost() as host, pytest.raises(PipelineError) as raised:
         run_pipeline(host, pipeline("compose-nothing"), XR, {}, [])
     assert str(raised.value).startswith(
-        "cannot run pipeline step \"compose-nothing\": unknown Function 'compose-nothing'"
+        'cannot run Composition pipeline step "compose-nothing": '
+        "unknown Function 'compose-nothing'"
     )
 
 
@@ -302,8 +303,22 @@ def test_a_request_over_4_mib_is_refused_as_the_deployed_function_refuses_it():
                 host, pipeline("ask"), XR, {}, [*under, _big("b4", 900 * 1024, app="blob")]
             )
     message = str(raised.value)
-    assert message.startswith('cannot run pipeline step "ask": rpc error: code = ResourceExhausted')
+    assert message.startswith(
+        'cannot run Composition pipeline step "ask": rpc error: code = ResourceExhausted'
+    )
     assert "vs. 4194304" in message
+    # simulate's host words it as the reconciler does (tests/realplane/test_message_limit.py):
+    # Crossplane's PackagedFunctionRunner names the Function it could not run.
+    over = [*under, _big("b4", 900 * 1024, app="blob")]
+    with (
+        FunctionHost(servicers={"ask": Scripted(ask)}, packaged=True) as host,
+        pytest.raises(PipelineError) as raised,
+    ):
+        run_pipeline(host, pipeline("ask"), XR, {}, over)
+    assert str(raised.value).startswith(
+        'cannot run Composition pipeline step "ask": cannot run Function "ask": '
+        "rpc error: code = ResourceExhausted desc = SERVER: Received message larger than max ("
+    )
 
 
 def test_a_response_over_4_mib_is_refused_as_crossplane_refuses_it():

@@ -1028,7 +1028,7 @@ def test_requirements_that_never_settle_fail_after_six_calls(serve, files):
     assert result.stdout == ""
     assert len(function.requests) == 6
     assert result.stderr == (
-        "modelplane: error: cannot render composite resource: cannot run pipeline step "
+        "modelplane: error: cannot render composite resource: cannot run Composition pipeline step "
         '"restless": requirements didn\'t stabilize after the maximum number of iterations '
         "(5)\n"
     )
@@ -1049,7 +1049,7 @@ def test_function_that_raises_is_reported_without_a_traceback(serve, files):
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr.startswith(
-        "modelplane: error: cannot render composite resource: cannot run pipeline step "
+        "modelplane: error: cannot render composite resource: cannot run Composition pipeline step "
         '"boom": rpc error: code = Unknown desc = '
     )
     assert "kaboom" in result.stderr
@@ -1065,7 +1065,9 @@ def test_function_that_hangs_times_out(serve, files):
     assert time.monotonic() - started < 5
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert 'cannot run pipeline step "slow": rpc error: code = DeadlineExceeded' in (result.stderr)
+    assert 'cannot run Composition pipeline step "slow": rpc error: code = DeadlineExceeded' in (
+        result.stderr
+    )
 
 
 def test_function_nobody_started_times_out(files, tmp_path):
@@ -1086,7 +1088,7 @@ def test_unknown_function_names_the_functions_file(serve, files):
     result = render(xr, comp, "--functions", functions)
     assert result.exit_code == 1
     assert result.stderr == (
-        "modelplane: error: cannot render composite resource: cannot run pipeline step "
+        "modelplane: error: cannot render composite resource: cannot run Composition pipeline step "
         "\"missing\": unknown Function 'missing' - does it exist in your Functions file?\n"
     )
 

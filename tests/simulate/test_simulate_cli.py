@@ -266,7 +266,7 @@ def test_unreachable_function_times_out_with_a_message(test_repo, tmp_path):
     write(directory, "all.yaml", gone, widget(["a"]))
     result = simulate(str(directory), "--timeout", "2")
     assert result.exit_code == 1
-    assert 'cannot run pipeline step "compose-widget"' in result.stderr
+    assert 'cannot run Composition pipeline step "compose-widget"' in result.stderr
     assert "Traceback" not in result.output
 
 
@@ -369,4 +369,8 @@ def test_function_that_hangs_times_out_with_a_message(test_repo, tmp_path):
         assert time.monotonic() - started < 20
     finally:
         server.stop()
-    _fails(result, "Widget/team-a/w: Synced=False", 'cannot run pipeline step "compose-widget"')
+    _fails(
+        result,
+        "Widget/team-a/w: Synced=False",
+        'cannot run Composition pipeline step "compose-widget"',
+    )

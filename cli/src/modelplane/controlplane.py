@@ -121,7 +121,9 @@ def session(
         for name in sorted(repository_functions())
         if name not in names
     ]
-    with FunctionHost(functions=everything, timeout=timeout, servicers=servicers) as host:
+    with FunctionHost(
+        functions=everything, timeout=timeout, servicers=servicers, packaged=True
+    ) as host:
         host.deadline = deadline
         plane.runner = HostedRunner(host)
         yield plane

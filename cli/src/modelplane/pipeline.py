@@ -151,8 +151,13 @@ class FunctionHost:
         functions: list[JSON] | None = None,
         timeout: float = 60.0,
         servicers: Mapping[str, grpcv1.FunctionRunnerServiceServicer] | None = None,
+        *,
+        packaged: bool = False,
     ) -> None:
         self.timeout = timeout
+        # A control plane's (simulate's) runner: a failed call names its Function, as
+        # Crossplane's PackagedFunctionRunner words it; render's engine does not.
+        self._packaged = packaged
         # Optional absolute time.monotonic() deadline shared by every call (render's --timeout).
         self.deadline: float | None = None
         self._from_file = functions is not None
@@ -273,15 +278,20 @@ class FunctionHost:
             )
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
-                raise FunctionCallError(_rpc_error(err)) from err
+                raise self._call_error(name, err) from err
         beta_req = fnv1beta1.RunFunctionRequest.FromString(req.SerializeToString())
         try:
             beta_rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(
                 beta_req, timeout=self._call_timeout(), wait_for_ready=True
             )
         except grpc.RpcError as err:
-            raise FunctionCallError(_rpc_error(err)) from err
+            raise self._call_error(name, err) from err
         return fnv1.RunFunctionResponse.FromString(beta_rsp.SerializeToString())
+
+    def _call_error(self, name: str, err: grpc.RpcError) -> FunctionCallError:
+        if self._packaged:
+            return FunctionCallError(f"cannot run Function {go_quote(name)}: {_rpc_error(err)}")
+        return FunctionCallError(_rpc_error(err))
 
 
 def _silence_function_logs() -> None:
@@ -590,7 +600,7 @@ def run_pipeline(  # noqa: PLR0917 - the contract simulate codes against
             )
         except FunctionCallError as err:
             raise PipelineError(
-                f'cannot run pipeline step "{step_name}": {err}', conditions, results
+                f'cannot run Composition pipeline step "{step_name}": {err}', conditions, results
             ) from err
 
         if rsp.meta.HasField("ttl"):
