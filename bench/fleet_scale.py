@@ -16,8 +16,10 @@ Crossplane encodes and decodes them in Go on its side of the call), the time thi
 takes merely to decode the same request
 (``RunFunctionRequest.FromString`` on its bytes plus the plain dicts every function's shared
 ``Request`` helper gives: the XR, observed and desired state, context, every required object,
-and the JSON in a ConfigMap's data), and the round trip of the same request to a servicer that
-answers at once (``null_ms``, bench/null_function.py): what a call costs before any work.
+and the JSON in a ConfigMap's data; bench/decoding.py), the round trip of the same request to a
+servicer that answers at once (``null_ms``, bench/null_function.py): what a call costs before
+any work, and to one that decodes it so and then answers (``floor_ms``): the least a function
+served this way that reads its whole request can take, before it composes anything.
 
 Run: ``uv run python bench/fleet_scale.py`` (``--sizes 100 --repeat 3`` for a quick run,
 ``--json`` for machine-readable rows).
@@ -47,11 +49,11 @@ from modelplane.pipeline import (
     ResourcePool,
     run_with_requirements,
 )
-from modelplane_common.function import Request
 from modelplane_common.plain import JSON, to_plain, to_struct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # bench/ is not a package
+from decoding import decode
 
 FUNCTIONS = (
     "compose-model-deployment",
@@ -60,8 +62,10 @@ FUNCTIONS = (
     "compose-model-replica",
 )
 BIN = Path(sys.executable).parent  # the workspace virtualenv's console scripts
-# A servicer that answers at once (bench/null_function.py): a call's cost before any work.
+# A servicer that answers at once (bench/null_function.py): a call's cost before any work;
+# and one that decodes the request as every function does first: the least a call can take.
 NULL = "null"
+FLOOR = "floor"
 NULL_FUNCTION = Path(__file__).resolve().parent / "null_function.py"
 CALL_TIMEOUT = 600.0
 MIB = 1024 * 1024
@@ -123,9 +127,10 @@ def served(name: str, limit_mib: int | None = None) -> Iterator[Runner]:
     options = [("grpc.max_receive_message_length", limit_mib * MIB)] if limit_mib else []
     with tempfile.TemporaryFile() as errors:
         address = f"127.0.0.1:{port}"
-        if name == NULL:
+        if name in (NULL, FLOOR):
             command = [sys.executable, str(NULL_FUNCTION), address]
             command += [str(limit_mib)] if limit_mib else []
+            command += ["--decode"] if name == FLOOR else []
         else:
             command = [str(BIN / name), "--insecure", "--address", address, *flags]
         process = subprocess.Popen(
@@ -149,18 +154,6 @@ def served(name: str, limit_mib: int | None = None) -> Iterator[Runner]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-
-
-def decode(data: bytes) -> None:
-    """What merely reading the request costs: parse it, then the plain dicts of everything,
-    including the JSON a required ConfigMap's data carries (a capacity summary is data too)."""
-    request = fnv1.RunFunctionRequest.FromString(data)
-    view = Request(request)
-    for key in request.required_resources:
-        for obj in view.required(key) or []:
-            if obj.get("kind") == "ConfigMap":
-                for value in (obj.get("data") or {}).values():
-                    json.loads(value)
 
 
 def _ms(call: Callable[[], object]) -> float:
@@ -220,7 +213,7 @@ def steady_request(xr: JSON, last: fnv1.RunFunctionResponse, tag: str) -> fnv1.R
 
 def _timed(
     row: Row,
-    runners: tuple[Runner, Runner],
+    runners: tuple[Runner, Runner, Runner],
     request: fnv1.RunFunctionRequest,
     rsp: fnv1.RunFunctionResponse | None,
     error: str | None,
@@ -228,21 +221,24 @@ def _timed(
     repeat: int,
 ) -> Row:
     """``repeat`` calls of the final ``request`` (``runners``: the function's, then the null
-    servicer's), alternating with ``repeat`` decodes of it."""
-    function, null = runners
+    and the floor servicers'), alternating with ``repeat`` decodes of it."""
+    function, null, floor = runners
     data = request.SerializeToString()
     row["request_bytes"] = len(data)
     calls: list[float] = []
     nulls: list[float] = []
+    floors: list[float] = []
     decodes: list[float] = []
     for _ in range(repeat):
         decodes.append(_ms(lambda: decode(data)))
         if error is None:
             calls.append(_ms(lambda: function.raw(data, timeout=CALL_TIMEOUT)))
             nulls.append(_ms(lambda: null.raw(data, timeout=CALL_TIMEOUT)))
+            floors.append(_ms(lambda: floor.raw(data, timeout=CALL_TIMEOUT)))
     row["call_ms"] = round(min(calls), 1) if calls else None
     row["call_median_ms"] = round(statistics.median(calls), 1) if calls else None
     row["null_ms"] = round(min(nulls), 1) if nulls else None
+    row["floor_ms"] = round(min(floors), 1) if floors else None
     row["decode_ms"] = round(min(decodes), 1)
     row["decode_median_ms"] = round(statistics.median(decodes), 1)
     if rsp is not None:
@@ -260,7 +256,7 @@ SETTLE_ROUNDS = 40
 
 def measure(
     name: str,
-    runners: tuple[Runner, Runner],
+    runners: tuple[Runner, Runner, Runner],
     built: fleet.Fleet,
     pool: CountingPool,
     repeat: int,
@@ -317,11 +313,12 @@ def run(
     with contextlib.ExitStack() as stack:
         runners = {name: stack.enter_context(served(name, limit_mib)) for name in functions}
         null = stack.enter_context(served(NULL, limit_mib))
+        floor = stack.enter_context(served(FLOOR, limit_mib))
         for size in sizes:
             built = fleet.build(size, shapes, deployments=deployments)
             pool = CountingPool(built.objects)
             for name in (f for f in functions if f in built.xrs):
-                for row in measure(name, (runners[name], null), built, pool, repeat):
+                for row in measure(name, (runners[name], null, floor), built, pool, repeat):
                     row["limit_mib"] = limit_mib or DEFAULT_LIMIT_MIB
                     rows.append(row)
                     if on_row is not None:
@@ -332,7 +329,8 @@ def run(
 HEADER = (
     f"{'function':<26} {'clusters':>8} {'replicas':>8} {'reconcile':>9} {'request':>9} "
     f"{'fetched':>8} "
-    f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11} {'null ms':>8}  result"
+    f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11} {'null ms':>8} "
+    f"{'floor ms':>8} {'floor/decode':>12}  result"
 )
 
 
@@ -345,6 +343,12 @@ def format_row(row: Row) -> str:
         f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] and row["decode_ms"] else "-"
     )
     null_ = f"{row['null_ms']:.1f}" if row.get("null_ms") is not None else "-"
+    floor = f"{row['floor_ms']:.1f}" if row.get("floor_ms") is not None else "-"
+    floor_ratio = (
+        f"{row['floor_ms'] / row['decode_ms']:.2f}x"
+        if row.get("floor_ms") and row["decode_ms"]
+        else "-"
+    )
     if "error" in row:
         result = row["error"]
     elif row["function"] == "compose-model-deployment":
@@ -354,7 +358,7 @@ def format_row(row: Row) -> str:
     return (
         f"{row['function']:<26} {row['clusters']:>8} {row['replicas']:>8} {row['reconcile']:>9} "
         f"{row['request_bytes'] / 1e6:>8.2f}M {row['fetched_objects']:>8} {call:>17} "
-        f"{decode_:>19} {ratio:>11} {null_:>8}  {result}"
+        f"{decode_:>19} {ratio:>11} {null_:>8} {floor:>8} {floor_ratio:>12}  {result}"
     )
 
 

@@ -1,16 +1,20 @@
-"""A servicer that answers every RunFunction at once with an empty response, served as the
-functions are (``modelplane_common.runtime.serve``: the same gRPC handler, which hands the
-request and its size to ``run_sized``; ``--insecure``, gRPC's default 4 MiB limit): its round
-trip is what a call costs before a function does anything (bench/fleet_scale.py's
-``null_ms``).
+"""A servicer that answers every RunFunction with an empty response, served as the functions
+are (``modelplane_common.runtime.serve``: the same gRPC handler, which parses the request and
+hands it and its size to ``run_sized``; ``--insecure``, gRPC's default 4 MiB limit).
 
-Run: ``python bench/null_function.py 127.0.0.1:PORT [LIMIT_MIB]``.
+Answering at once, its round trip is what a call costs before a function does anything
+(bench/fleet_scale.py's ``null_ms``). With ``--decode`` it first reads the request as every
+function does (bench/decoding.py, the same work as ``decode_ms``), then answers: the least a
+function served this way that reads its whole request can take (``floor_ms``).
+
+Run: ``python bench/null_function.py 127.0.0.1:PORT [LIMIT_MIB] [--decode]``.
 """
 
 from __future__ import annotations
 
 import sys
 
+import decoding  # bench/ is not a package; a script's own directory is on sys.path
 import grpc
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
@@ -20,7 +24,12 @@ MIB = 1024 * 1024
 
 
 class NullFunction(grpcv1.FunctionRunnerServiceServicer):
+    def __init__(self, *, decode: bool) -> None:
+        self.decode = decode
+
     def run_sized(self, req: fnv1.RunFunctionRequest, size: int) -> fnv1.RunFunctionResponse:
+        if self.decode:
+            decoding.read(req)
         return fnv1.RunFunctionResponse()
 
     async def RunFunction(  # noqa: N802 - gRPC method name (v1beta1, through the SDK's wrapper)
@@ -30,6 +39,8 @@ class NullFunction(grpcv1.FunctionRunnerServiceServicer):
 
 
 if __name__ == "__main__":
-    limit = (int(sys.argv[2]) if len(sys.argv) > 2 else 4) * MIB
+    arguments = [a for a in sys.argv[1:] if a != "--decode"]
+    limit = (int(arguments[1]) if len(arguments) > 1 else 4) * MIB
     options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
-    serve(NullFunction(), sys.argv[1], creds=None, options=options)
+    servicer = NullFunction(decode="--decode" in sys.argv[1:])
+    serve(servicer, arguments[0], creds=None, options=options)

@@ -82,6 +82,8 @@ def test_requirements_are_resolved_and_the_deployment_is_placed(rows):
         for row in tiny.values():
             assert "error" not in row, row
             assert row["call_ms"] > 0
+            # The floor (decode, then answer) is measured beside the empty round trip.
+            assert row["floor_ms"] > 0 and row["null_ms"] > 0
             if (row["function"], reconcile) != ("compose-model-cache", "steady"):
                 assert row["fetched_objects"] > 0
         # Staged everywhere, a cache reads only clusters still to stage (none) and the
