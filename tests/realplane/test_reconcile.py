@@ -28,6 +28,7 @@ def reconcile_examples(plane: Plane, work: Path) -> dict[str, reconcile.ExampleR
     # simulate runs in the background meanwhile, in the order its results are needed.
     simulations = simparity.Simulations([
         examples[operations.EXAMPLE],
+        operations.race_scenario(examples[operations.EXAMPLE], work),
         operations.unplaceable_scenario(examples[operations.EXAMPLE], work),
         *(examples[name] for name in EXAMPLES if name != operations.EXAMPLE),
     ])  # fmt: skip
@@ -61,6 +62,7 @@ def record(done: dict[str, reconcile.ExampleRun]) -> None:
             "delete_clean": all(r.deletion.clean and r.deletion.order_ok for r in done.values()),
             "restore_untouched": ops.restore_untouched,
             "unplaceable_agrees": ops.unplaceable.get("agree", False),
+            "race": ops.race,
             "drain_series": ops.drain_series,
             "seconds": ops.seconds,
         })  # fmt: skip
@@ -150,6 +152,22 @@ def test_operations_hold_on_the_real_plane(runs: dict[str, reconcile.ExampleRun]
     assert ops.drain_moved, ops.notes
     assert ops.drain_min_serving >= 1, ops.drain_series
     assert ops.restore_untouched, ops.notes
+
+
+def test_two_tenants_racing_for_the_last_gpu_settle_without_overcommit(
+    runs: dict[str, reconcile.ExampleRun],
+) -> None:
+    """Issue 23, item 3, under real Crossplane's concurrent reconciles: two tenants' deployments
+    applied at once for the one free L4. One runs, the other is refused for capacity and says
+    so, nothing stays Pending on the workload cluster, the replica that already served is never
+    touched, and simulate of the same files settles the same way."""
+    ops = runs[operations.EXAMPLE].operations
+    assert ops is not None
+    race = ops.race
+    assert operations.settled_race(race["real"]), (race, ops.notes)
+    assert operations.settled_race(race["simulated"]), race
+    assert race["pending_left"] == [], race
+    assert race["untouched"], race
 
 
 def test_a_pod_the_real_scheduler_cannot_place_is_reported_alike_by_simulate(

@@ -170,7 +170,43 @@ def test_deleting_one_teams_deployment_cache_or_namespace_touches_no_other_team(
         )
         assert scheduled["reason"] == "CacheNotFound"
         assert plane.list(kind="ModelReplica", namespace="team-b")
-        _delete_round_by_round(plane, plane.key("Namespace", "team-c", None), ("team-a", "team-b"))
-        assert not [o for o in plane.objects() if o["metadata"].get("namespace") == "team-c"]
+        # A team that leaves deletes its Modelplane resources, then its namespace: nothing of
+        # it is left on either cluster (but the namespace on the workload cluster, D10).
+        for kind, name in (("ModelService", "chat"), ("ModelCache", "qwen")):
+            _delete_round_by_round(plane, plane.key(kind, name, "team-a"), ("team-b", "team-c"))
+        _delete_round_by_round(plane, plane.key("Namespace", "team-a", None), ("team-b", "team-c"))
+        assert not [o for o in plane.objects() if o["metadata"].get("namespace") == "team-a"]
+        assert plane.find("Namespace", "team-a") is None
         identities = remote_identities(plane)
-        assert not [i for i in identities if i[3] == "team-c" and i[2] != "Namespace"]
+        assert not [i for i in identities if i[3] == "team-a" and i[2] != "Namespace"]
+
+
+def test_deleting_a_namespace_that_still_holds_replicas_leaves_their_workloads_running(
+    tmp_path: Path,
+):
+    """As the real plane showed: an Object in a terminating namespace is never deleted (its
+    provider cannot record its provider config's use there, crossplane-runtime#1150), so
+    deleting a team's namespace before its deployments leaves the Objects deleting for ever
+    and their workloads running on the GPUs. simulate shows exactly that, and the other team
+    is untouched (docs/operations.md: delete a team's Modelplane resources first)."""
+    with session(world(tmp_path, ("team-a", "team-c"))) as plane:
+        assert plane.run(max_rounds=60).converged
+        workloads = [i for i in remote_identities(plane) if i[3] == "team-c"]
+        assert any(i[2] == "Deployment" for i in workloads)
+        _delete_round_by_round(plane, plane.key("Namespace", "team-c", None), ("team-a",))
+        # The Modelplane resources went; their Objects are stuck deleting, and say why.
+        assert not plane.list(kind="ModelDeployment", namespace="team-c")
+        assert not plane.list(kind="ModelReplica", namespace="team-c")
+        stuck = plane.list(kind="Object", namespace="team-c")
+        assert stuck
+        for obj in stuck:
+            assert obj["metadata"].get("deletionTimestamp")
+            synced = next(c for c in obj["status"]["conditions"] if c["type"] == "Synced")
+            assert synced["status"] == "False"
+            assert synced["message"].endswith(
+                "unable to create new content in namespace team-c because it is being terminated"
+            ), synced
+        # The workloads keep running, and the namespace stays Terminating.
+        assert [i for i in remote_identities(plane) if i[3] == "team-c"] == workloads
+        namespace = plane.find("Namespace", "team-c")
+        assert namespace["status"]["phase"] == "Terminating"

@@ -47,6 +47,7 @@ from modelplane.pipeline import (
 )
 from modelplane.project import function_directory
 from modelplane.providers import (
+    NAMESPACED_PROVIDER_GROUPS,
     PROVIDER_CONFIG_KINDS,
     WORLD_DEPENDENT_KINDS,
     ProviderSimulator,
@@ -454,6 +455,10 @@ class ControlPlane:
                     f"waiting for {user.get('kind')}/{meta(user).get('name')} to be deleted"
                 )
                 return []
+        if key[:2] == ("v1", "Namespace") and self._empty_namespace(key, obj):
+            return []
+        if self._stays_deleting(key, obj):
+            return []
         self._pending_deletes.pop(key, None)
         del self._objects[key]
         self._changed.add(key)
@@ -468,11 +473,46 @@ class ControlPlane:
             owners = meta(other).get("ownerReferences") or []
             if any(owner.get("uid") == uid for owner in owners):
                 deleted.extend(self.delete(other_key, collected=True))
-        if key[:2] == ("v1", "Namespace"):
-            # The namespace controller deletes everything in a deleted namespace.
-            for other_key in sorted(k for k in self._objects if k[2] == key[3]):
-                deleted.extend(self.delete(other_key, collected=True))
         return deleted
+
+    def _empty_namespace(self, key: ObjectKey, namespace: JSON) -> bool:
+        """The namespace controller: the namespace turns Terminating and everything in it is
+        deleted; True while anything is left (the namespace stays, and its deletion is sent
+        again every round)."""
+        if not meta(namespace).get("deletionTimestamp"):
+            terminating = copy.deepcopy(namespace)
+            meta(terminating)["deletionTimestamp"] = self.now()
+            terminating["status"] = {**(namespace.get("status") or {}), "phase": "Terminating"}
+            self._put(terminating)
+        for other_key in sorted(k for k in self._objects if k[2] == key[3]):
+            self.delete(other_key, collected=True)
+        left = sorted(k for k in self._objects if k[2] == key[3])
+        if left:
+            self._pending_deletes[key] = f"{len(left)} object(s) in it are not deleted yet"
+        return bool(left)
+
+    def _stays_deleting(self, key: ObjectKey, obj: JSON) -> bool:
+        """A provider's namespaced managed resource (an Object, a Release) deleted in a
+        namespace being deleted is never deleted: its provider must record its provider
+        config's use in that namespace before it acts (a ProviderConfigUsage), and the API
+        server refuses anything new in a terminating namespace (crossplane-runtime#1150, as the
+        real plane showed). It stays deleting, its remote objects stay, and so does the
+        namespace. Marked so here, said in its Synced condition."""
+        namespace = self._objects.get(("v1", "Namespace", "", key[2])) if key[2] else None
+        if namespace is None or not meta(namespace).get("deletionTimestamp"):
+            return False
+        if group_of(key[0]) not in NAMESPACED_PROVIDER_GROUPS:
+            return False
+        if not meta(obj).get("deletionTimestamp"):
+            stuck = copy.deepcopy(obj)
+            meta(stuck)["deletionTimestamp"] = self.now()
+            status = stuck.setdefault("status", {})
+            status["conditions"] = [
+                *(c for c in status.get("conditions") or [] if c.get("type") != "Synced"),
+                _condition("Synced", "False", "ReconcileError", _terminating_message(key, obj)),
+            ]
+            self._put(stuck)
+        return True
 
     def _retry_deletions(self) -> None:
         """Send every held-back delete again (replayed deletion, garbage collection)."""
@@ -1005,6 +1045,16 @@ def _condition(type_: str, status: str, reason: str, message: str = "") -> JSON:
     if message:
         condition["message"] = message
     return condition
+
+
+def _terminating_message(key: ObjectKey, obj: JSON) -> str:
+    """The provider's error, as the real plane reported it (the usage is named by the UID)."""
+    return (
+        "connect failed: cannot track ProviderConfig usage: cannot apply ProviderConfigUsage: "
+        f'cannot create object: providerconfigusages.{group_of(key[0])} "{meta(obj).get("uid")}" '
+        f"is forbidden: unable to create new content in namespace {key[2]} because it is "
+        "being terminated"
+    )
 
 
 def _controller_uid(obj: JSON) -> str | None:

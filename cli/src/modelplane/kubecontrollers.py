@@ -166,7 +166,8 @@ def _first_address(entry: str) -> str | None:
 
 
 def _namespace(live: JSON, site: Site) -> None:
-    live["status"] = {"phase": "Active"}
+    deleting = (live.get("metadata") or {}).get("deletionTimestamp")
+    live["status"] = {"phase": "Terminating" if deleting else "Active"}
 
 
 def _crd(live: JSON, site: Site) -> None:

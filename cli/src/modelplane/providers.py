@@ -44,6 +44,8 @@ READY_TRUE = {"type": "Ready", "status": "True", "reason": "Available"}
 SYNCED_TRUE = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
 KUBERNETES_PROVIDER_GROUPS = {"kubernetes.crossplane.io", "kubernetes.m.crossplane.io"}
 HELM_PROVIDER_GROUPS = {"helm.crossplane.io", "helm.m.crossplane.io"}
+# Their namespaced managed resources (Crossplane v2), which a terminating namespace holds.
+NAMESPACED_PROVIDER_GROUPS = {"kubernetes.m.crossplane.io", "helm.m.crossplane.io"}
 # Kinds whose simulated status depends on other objects (a MetalLB pool, a parent Gateway).
 WORLD_DEPENDENT_KINDS = {"GatewayClass", "Gateway", "Service", "HTTPRoute", "GRPCRoute"}
 # Kinds nobody writes a status for (configuration, not things that run).
@@ -144,6 +146,10 @@ class ProviderSimulator:
         group = group_of(api_version)
         if is_modelplane_group(group) or group in _UNTOUCHED_GROUPS or kind in _NO_STATUS_KINDS:
             return None
+        if group in NAMESPACED_PROVIDER_GROUPS and (obj.get("metadata") or {}).get(
+            "deletionTimestamp"
+        ):
+            return None  # stuck deleting (ControlPlane._stays_deleting): the provider cannot act
         overrides = [o for o in self.overrides if o.match(obj)]
         if group in KUBERNETES_PROVIDER_GROUPS | HELM_PROVIDER_GROUPS:
             missing = _missing_provider_config(obj, world)

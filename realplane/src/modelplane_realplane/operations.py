@@ -2,6 +2,12 @@
 
 * scale: ``kubectl scale`` the ModelDeployment down to one replica and back, converging each
   time (the scale subresource, the scheduler, the remote Deployments following);
+* race: scaled down to one replica again, which frees one of the cluster's two L4s, two tenants
+  each apply a one-replica deployment at the same moment (one ``kubectl apply``). Crossplane
+  reconciles them concurrently, each from its own view of the fleet (issue 23, item 3): exactly
+  one may run there; the other must end ``ReplicasScheduled=False`` (InsufficientCapacity) with
+  nothing left Pending on the workload cluster, and the replica that served before is never
+  touched. ``modelplane simulate`` of the same files must place one and refuse the other;
 * drain: a second InferenceCluster (``lab-b``, the same pool on the second workload cluster)
   joins; ``lab`` is tainted ``NoExecute`` until every replica serves from ``lab-b``, then
   ``lab-b`` until they are all back; every 3 s the replicas Ready and the endpoints served (Ready
@@ -50,6 +56,7 @@ class Operations:
     after_deletion: list[Any] = dataclasses.field(default_factory=list)
     restore_untouched: bool = False
     unplaceable: dict[str, Any] = dataclasses.field(default_factory=dict)
+    race: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # per operation
 
@@ -65,6 +72,8 @@ def run(plane: Plane, context: reconcile.ExampleContext) -> Operations:
 
     done.scale = _scale(plane, done.notes)
     lap("scale")
+    done.race = _race(plane, context, done.notes)
+    lap("race")
     done.drain_series = _drain(plane, context, done.notes, done.after_deletion)
     done.drain_min_serving = min((int(p["serving"]) for p in done.drain_series), default=0)
     done.drain_moved = not any(n.startswith("drain ") for n in done.notes) and bool(
@@ -109,6 +118,143 @@ def _scale(plane: Plane, notes: list[str]) -> bool:
         ok &= _settle(plane, f"scale to {replicas}",
                       lambda n=replicas: len(_engine_deployments(remote)) == n, notes)  # fmt: skip
     return ok
+
+
+RACERS = ("race-a", "race-b")  # two tenants' namespaces, each with a deployment RACER
+RACER = "racer"
+RACE_TIMEOUT = 420.0
+
+
+def racer_documents(example: Path) -> list[dict[str, Any]]:
+    """Each tenant's namespace and its one-replica copy of the example's deployment."""
+    (template,) = [m for m in fleet.read_manifests(example) if m.get("kind") == "ModelDeployment"]
+    documents: list[dict[str, Any]] = []
+    for namespace in RACERS:
+        racer = copy.deepcopy(template)
+        racer["metadata"] = {"name": RACER, "namespace": namespace}
+        racer["spec"]["replicas"] = 1
+        documents += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                      racer]  # fmt: skip
+    return documents
+
+
+def race_scenario(example: Path, work: Path) -> Path:
+    """The example, scaled to one replica, and the two racers in one directory, for simulate."""
+    together = work / f"{example.name}-race"
+    if not together.exists():
+        shutil.copytree(example, together)
+        deployment = together / "deployment.yaml"
+        scaled = yaml.safe_load(deployment.read_text())
+        scaled["spec"]["replicas"] = 1
+        deployment.write_text(yaml.safe_dump(scaled))
+        (together / "racers.yaml").write_text(yaml.safe_dump_all(racer_documents(example)))
+    return together
+
+
+def _pending_pods(remote: Client) -> list[str]:
+    return sorted(
+        f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        for pod in remote.list("v1", "Pod")
+        if any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+    )  # fmt: skip
+
+
+def race_outcome(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of the racers among ``objects`` (the control plane's, or simulate's): which run (a
+    ModelReplica Ready), and each one's ReplicasScheduled (status, reason)."""
+    running = sorted(
+        o["metadata"]["namespace"] for o in objects
+        if o.get("kind") == "ModelReplica" and o["metadata"].get("namespace") in RACERS
+        and (o["metadata"].get("labels") or {}).get("modelplane.ai/deployment") == RACER
+        and is_true(o, "Ready")
+    )  # fmt: skip
+    scheduled = {}
+    for o in objects:
+        if o.get("kind") == "ModelDeployment" and o["metadata"].get("namespace") in RACERS:
+            condition = next((c for c in (o.get("status") or {}).get("conditions") or []
+                              if c.get("type") == "ReplicasScheduled"), {})  # fmt: skip
+            scheduled[o["metadata"]["namespace"]] = [condition.get("status"),
+                                                     condition.get("reason")]  # fmt: skip
+    return {"running": running, "scheduled": dict(sorted(scheduled.items()))}
+
+
+def settled_race(outcome: dict[str, Any]) -> bool:
+    """One racer runs; the other is refused for want of capacity."""
+    refused = [ns for ns, (status, reason) in outcome["scheduled"].items()
+               if (status, reason) == ("False", "InsufficientCapacity")]  # fmt: skip
+    return len(outcome["running"]) == 1 and refused == [
+        n for n in RACERS if n not in outcome["running"]
+    ]
+
+
+def _race(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) -> dict[str, Any]:
+    control, remote = plane.client(), plane.client(workload.WORKLOAD)
+    namespace, name = DEPLOYMENT
+    reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace, "--replicas=1")
+    _settle(plane, "scale to 1 before the race", lambda: len(_engine_deployments(remote)) == 1,
+            notes)  # fmt: skip
+    kept = {r["metadata"]["name"]: r["metadata"]["uid"]
+            for r in control.list(API, "ModelReplica", namespace)}  # fmt: skip
+    racers = context.work / "racers.yaml"
+    racers.write_text(yaml.safe_dump_all(racer_documents(context.example)))
+    reconcile.kubectl(plane, "apply", "-f", str(racers))  # both at once
+    started = time.monotonic()
+    pending_seen: dict[str, float] = {}  # pod -> seconds after the apply it was first Pending
+    outcome: dict[str, Any] = {}
+    pending: list[str] = []
+    while time.monotonic() - started < RACE_TIMEOUT:
+        try:
+            now = round(time.monotonic() - started, 1)
+            pending = _pending_pods(remote)
+            for pod in pending:
+                pending_seen.setdefault(pod, now)
+            objects = [*control.list(API, "ModelReplica"), *control.list(API, "ModelDeployment")]
+            outcome = race_outcome(objects)
+            if settled_race(outcome) and not pending:
+                break
+        except (ApiError, OSError, KeyError) as error:
+            outcome = {"error": repr(error)}
+        time.sleep(2)
+    else:
+        notes.append(f"race: not settled after {RACE_TIMEOUT:.0f} s: {outcome}")
+    seconds = round(time.monotonic() - started, 1)
+    events = [e.get("reason") for ns in RACERS for e in control.list("v1", "Event", ns)
+              if (e.get("involvedObject") or {}).get("kind") == "ModelDeployment"]  # fmt: skip
+    untouched = {r["metadata"]["name"]: r["metadata"]["uid"]
+                 for r in control.list(API, "ModelReplica", namespace)} == kept  # fmt: skip
+    simulated = race_outcome(context.simulated_objects(race_scenario(context.example,
+                                                                     context.work)))  # fmt: skip
+    # The racers go as a user must delete them: the deployments, then, once their replicas
+    # and Objects are gone, the namespaces. An Object in a terminating namespace cannot be
+    # deleted (provider-kubernetes cannot record its provider config's use there), so it and
+    # its remote workload would stay for ever (docs/operations.md). Then the example is
+    # scaled back and converges as before.
+    for racer_namespace in RACERS:
+        control.delete(API, "ModelDeployment", RACER, racer_namespace)
+    _wait_racers_gone(control, notes)
+    for racer_namespace in RACERS:
+        control.delete("v1", "Namespace", racer_namespace)
+    reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace, "--replicas=2")
+    _settle(plane, "scale back to 2 after the race",
+            lambda: len(_engine_deployments(remote)) == 2, notes)  # fmt: skip
+    return {"real": outcome, "simulated": simulated, "seconds": seconds,
+            "pending_seen": pending_seen, "pending_left": pending, "untouched": untouched,
+            "lost_race_event": "LostCapacityRace" in events}  # fmt: skip
+
+
+def _wait_racers_gone(control: Client, notes: list[str], timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    left: list[str] = []
+    while time.monotonic() < deadline:
+        left = [f"{kind} {ns}/{o['metadata']['name']}" for ns in RACERS
+                for api, kind in ((API, "ModelDeployment"), (API, "ModelReplica"),
+                                  (reconcile.OBJECT_APIS[0], "Object"))
+                for o in control.list(api, kind, ns)]  # fmt: skip
+        if not left:
+            return
+        time.sleep(2)
+    notes.append(f"race: the racers were not gone after {timeout:.0f} s: {left[:5]}")
 
 
 def serving(control: Client) -> dict[str, Any]:
