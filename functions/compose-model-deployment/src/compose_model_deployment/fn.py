@@ -536,9 +536,8 @@ def _outcome(
             continue  # dropped on an earlier reconcile, still listed while it is deleted
         outcome.event(
             "Warning",
-            f"{name} lost the last free devices on {cluster} to replicas running there or "
-            "created before it (placed from the same view of the fleet) and cannot start there; "
-            "placing it again",
+            f"{name} lost the last free devices on {cluster} to replicas created before it "
+            "(placed from the same view of the fleet) and cannot start there; placing it again",
             reason="LostCapacityRace",
         )
     if placed and not observed_any:

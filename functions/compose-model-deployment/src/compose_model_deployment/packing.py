@@ -12,8 +12,6 @@ ones:
   then the member's pods. Every reconcile of every deployment computes the same order, so
   when two reconciles made from one snapshot both took a pool's last free devices, all of
   them agree which replica lost (the one created later) and its deployment re-places it.
-  The replay charges replicas that cannot give way (Ready, or past the race window) first:
-  a Ready replica holds its devices on the workload cluster, whatever its place in the order.
 * **First fit.** A pod goes to the lowest-numbered node with enough free devices of every
   device it claims. The pods of one Worker member of one engine copy (one per node of a
   gang) go to distinct nodes. A claimless pod costs nothing and is not packed.
@@ -161,17 +159,10 @@ def replay(
     per_node: tuple[int, ...], nodes: int, groups: Iterable[tuple[Key, Sequence[Pod], bool]]
 ) -> Packed:
     """Pack groups (replicas by key, already in canonical order, and whether each yields)
-    onto fresh nodes: first every replica that does not yield (Ready, or past the race
-    window), in canonical order, then the yielding ones. A Ready replica's pods hold their
-    devices on the workload cluster whatever the order says, so an earlier replica whose pods
-    wait for those devices is the one that gives way (the real plane's race: the later
-    replica's pod may be bound first). A yielding replica that does not fit whole takes
-    nothing, so the replicas after it are judged as its own deployment will leave the pool:
-    without it."""
+    onto fresh nodes. A yielding replica that does not fit whole takes nothing, so the
+    replicas after it are judged as its own deployment will leave the pool: without it."""
     packed = Packed([list(per_node) for _ in range(nodes)])
-    ordered = list(groups)
-    ordered = [g for g in ordered if not g[2]] + [g for g in ordered if g[2]]
-    for key, pods, yields in ordered:
+    for key, pods, yields in groups:
         if not yields:
             _pack_group(packed, pods, strict=False, key=key)
             continue
