@@ -416,3 +416,40 @@ def test_explicit_composition_ref_must_exist(plane, runner):
     assert synced["status"] == "False"
     assert 'Composition "no-such-composition"' in synced["message"]
     assert runner.calls == []
+
+
+def _namespaced(api_version: str, kind: str, name: str, namespace: str, **spec) -> dict:
+    body = {"apiVersion": api_version, "kind": kind}
+    body["metadata"] = {"name": name, "namespace": namespace}
+    return body | ({"spec": spec} if spec else {})
+
+
+def test_a_deleted_namespace_goes_with_what_it_holds_and_takes_nothing_new(plane):
+    """The namespace controller: everything in it is deleted (delete returns all of it), a
+    provider's ProviderConfig there goes too (only Objects and Releases get stuck, as the real
+    plane showed), and while it is Terminating the API server refuses anything new in it."""
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-x"}})
+    plane.apply(_namespaced("v1", "ConfigMap", "settings", "team-x"))
+    plane.apply(
+        _namespaced(
+            "kubernetes.m.crossplane.io/v1alpha1", "ProviderConfig", "remote", "team-x",
+            credentials={"source": "None"},
+        )
+    )  # fmt: skip
+    gone = plane.delete(plane.key("Namespace", "team-x"))
+    assert sorted(k[1] for k in gone) == ["ConfigMap", "Namespace", "ProviderConfig"]
+    assert not [o for o in plane.objects() if o["metadata"].get("namespace") == "team-x"]
+    # A namespace still emptying its Objects refuses new content.
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-y"}})
+    stuck = _namespaced(
+        "kubernetes.m.crossplane.io/v1alpha1", "Object", "engine", "team-y",
+        forProvider={"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "c", "namespace": "team-y"}}},
+        providerConfigRef={"kind": "ClusterProviderConfig", "name": "lab"},
+    )  # fmt: skip
+    plane.apply(stuck)
+    assert plane.delete(plane.key("Namespace", "team-y")) == []
+    assert plane.find("Namespace", "team-y")["status"]["phase"] == "Terminating"
+    assert plane.find("Object", "engine", "team-y")["metadata"]["deletionTimestamp"]
+    with pytest.raises(InvalidManifestError, match="unable to create new content in namespace"):
+        plane.apply(_namespaced("v1", "ConfigMap", "late", "team-y"))

@@ -384,7 +384,10 @@ class ControlPlane:
         key = key_of(incoming)
         existing = self._objects.get(key)
         if existing is None:
+            if self._terminating(key[2]):
+                raise InvalidManifestError(_forbidden_in_terminating(key))
             incoming.pop("status", None)
+            meta(incoming).pop("deletionTimestamp", None)  # the API server sets it, never a create
             self._put(incoming)
             return key
         updated = copy.deepcopy(existing)
@@ -455,8 +458,11 @@ class ControlPlane:
                     f"waiting for {user.get('kind')}/{meta(user).get('name')} to be deleted"
                 )
                 return []
-        if key[:2] == ("v1", "Namespace") and self._empty_namespace(key, obj):
-            return []
+        contents: list[ObjectKey] = []
+        if key[:2] == ("v1", "Namespace"):
+            contents = self._empty_namespace(key, obj)
+            if key in self._pending_deletes:  # something in it is left: it stays Terminating
+                return contents
         if self._stays_deleting(key, obj):
             return []
         self._pending_deletes.pop(key, None)
@@ -467,7 +473,7 @@ class ControlPlane:
         for applied in [a for a in self._applied if a[0] == key]:
             del self._applied[applied]
         self.events.pop(key, None)
-        deleted = [key]
+        deleted = [key, *contents]
         uid = meta(obj).get("uid")
         for other_key, other in sorted(self._objects.items()):
             owners = meta(other).get("ownerReferences") or []
@@ -475,21 +481,28 @@ class ControlPlane:
                 deleted.extend(self.delete(other_key, collected=True))
         return deleted
 
-    def _empty_namespace(self, key: ObjectKey, namespace: JSON) -> bool:
-        """The namespace controller: the namespace turns Terminating and everything in it is
-        deleted; True while anything is left (the namespace stays, and its deletion is sent
-        again every round)."""
+    def _empty_namespace(self, key: ObjectKey, namespace: JSON) -> list[ObjectKey]:
+        """The namespace controller: the namespace turns Terminating (nothing new may be
+        created in it) and everything in it is deleted; what went. While anything is left the
+        namespace stays, and its deletion is sent again every round."""
         if not meta(namespace).get("deletionTimestamp"):
             terminating = copy.deepcopy(namespace)
             meta(terminating)["deletionTimestamp"] = self.now()
             terminating["status"] = {**(namespace.get("status") or {}), "phase": "Terminating"}
             self._put(terminating)
+        gone: list[ObjectKey] = []
         for other_key in sorted(k for k in self._objects if k[2] == key[3]):
-            self.delete(other_key, collected=True)
+            gone.extend(self.delete(other_key, collected=True))
         left = sorted(k for k in self._objects if k[2] == key[3])
         if left:
             self._pending_deletes[key] = f"{len(left)} object(s) in it are not deleted yet"
-        return bool(left)
+        else:
+            self._pending_deletes.pop(key, None)
+        return gone
+
+    def _terminating(self, namespace: str) -> bool:
+        found = self._objects.get(("v1", "Namespace", "", namespace)) if namespace else None
+        return found is not None and bool(meta(found).get("deletionTimestamp"))
 
     def _stays_deleting(self, key: ObjectKey, obj: JSON) -> bool:
         """A provider's namespaced managed resource (an Object, a Release) deleted in a
@@ -498,8 +511,7 @@ class ControlPlane:
         server refuses anything new in a terminating namespace (crossplane-runtime#1150, as the
         real plane showed). It stays deleting, its remote objects stay, and so does the
         namespace. Marked so here, said in its Synced condition."""
-        namespace = self._objects.get(("v1", "Namespace", "", key[2])) if key[2] else None
-        if namespace is None or not meta(namespace).get("deletionTimestamp"):
+        if not self._terminating(key[2]) or key[1] not in ("Object", "Release"):
             return False
         if group_of(key[0]) not in NAMESPACED_PROVIDER_GROUPS:
             return False
@@ -813,6 +825,8 @@ class ControlPlane:
         unchanged = existing is not None and produced == meta(existing).get("resourceVersion")
         if unchanged and previous == body:
             return None  # the same intent onto the object exactly as we left it: a no-op
+        if existing is None and self._terminating(key[2]):
+            return _forbidden_in_terminating(key)
         problems = self._composed_problems(body)
         if problems:
             return "; ".join(problems)
@@ -1045,6 +1059,14 @@ def _condition(type_: str, status: str, reason: str, message: str = "") -> JSON:
     if message:
         condition["message"] = message
     return condition
+
+
+def _forbidden_in_terminating(key: ObjectKey) -> str:
+    """The API server's answer to a create in a terminating namespace."""
+    return (
+        f"{describe(key)} is forbidden: unable to create new content in namespace {key[2]} "
+        "because it is being terminated"
+    )
 
 
 def _terminating_message(key: ObjectKey, obj: JSON) -> str:
