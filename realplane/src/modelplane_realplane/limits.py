@@ -32,7 +32,6 @@ PADDING_KEY = "padding"  # a data key compose-model-cache does not read (it read
 SUMMARY_BYTES = 100_000
 NEAR = 34  # 3.4 MB of summaries: past 3 MiB, under 4 MiB
 PAST = 45  # 4.5 MB: past 4 MiB
-MIB = 1024 * 1024
 SIZES = re.compile(r"\d+(\.\d+)? ?(MiB|vs\. \d+|\))")
 
 
@@ -52,10 +51,14 @@ def namespace() -> JSON:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
 
 
+def _cluster(index: int) -> str:
+    return f"limit-{index:03d}"
+
+
 def summary(index: int) -> JSON:
     """The cache summary of cluster ``limit-<index>``, where replicas mounting the cache are
     placed and which has no provider config yet, padded to about ``SUMMARY_BYTES``."""
-    cluster = f"limit-{index:03d}"
+    cluster = _cluster(index)
     replica = {"name": f"{CACHE}-{index:03d}", "remoteNamespace": NAMESPACE}
     content = {
         "version": cs.VERSION,
@@ -120,9 +123,7 @@ def run(client: Client, timeout: float = 300) -> Outcome:
             return synced.get("message") if synced.get("status") == "False" else None
 
         message = kubeapi.wait("the ModelCache refused past 4 MiB", refused, timeout)
-        for index in range(NEAR, PAST):
-            client.delete("v1", "ConfigMap", cs.cache_configmap_name(f"limit-{index:03d}"),
-                          cs.NAMESPACE)  # fmt: skip
+        _drop_summaries(client, range(NEAR, PAST))
         _touch(client, "back")
         recovered = kubeapi.wait(
             "the ModelCache synced again",
@@ -130,14 +131,17 @@ def run(client: Client, timeout: float = 300) -> Outcome:
             timeout,
         )
     finally:
-        for index in range(PAST):
-            client.delete("v1", "ConfigMap", cs.cache_configmap_name(f"limit-{index:03d}"),
-                          cs.NAMESPACE)  # fmt: skip
+        _drop_summaries(client, range(PAST))
         client.delete("modelplane.ai/v1alpha1", "ModelCache", CACHE, NAMESPACE)
         # Gone before the examples reconcile: their judges read every XR on the plane.
         kubeapi.wait("the ModelCache deleted", lambda: _gone(client), timeout)
         client.delete("v1", "Namespace", NAMESPACE)
     return Outcome(near, str(message), bool(recovered), time.monotonic() - started)
+
+
+def _drop_summaries(client: Client, indices: range) -> None:
+    for index in indices:
+        client.delete("v1", "ConfigMap", cs.cache_configmap_name(_cluster(index)), cs.NAMESPACE)
 
 
 def _gone(client: Client) -> bool:

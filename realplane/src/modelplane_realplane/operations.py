@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from modelplane_realplane import fleet, reconcile, simparity, workload
+from modelplane_realplane import fleet, kubeapi, reconcile, simparity, workload
 from modelplane_realplane.clusters import Plane
 from modelplane_realplane.kubeapi import ApiError, Client, is_true
 from modelplane_realplane.paths import REPOSITORY
@@ -172,8 +172,7 @@ def race_outcome(objects: list[dict[str, Any]]) -> dict[str, Any]:
     scheduled = {}
     for o in objects:
         if o.get("kind") == "ModelDeployment" and o["metadata"].get("namespace") in RACERS:
-            condition = next((c for c in (o.get("status") or {}).get("conditions") or []
-                              if c.get("type") == "ReplicasScheduled"), {})  # fmt: skip
+            condition = kubeapi.condition(o, "ReplicasScheduled") or {}
             scheduled[o["metadata"]["namespace"]] = [condition.get("status"),
                                                      condition.get("reason")]  # fmt: skip
     return {"running": running, "scheduled": dict(sorted(scheduled.items()))}
