@@ -2,10 +2,13 @@
 
 Each function is started with its console script and default flags, as Crossplane runs it
 (``compose-x --insecure --address 127.0.0.1:PORT``: gRPC's 4 MiB receive limit), and called
-over real gRPC by a client with gRPC's default limits. Its requirements are resolved the way
-Crossplane's FetchingFunctionRunner resolves them (``modelplane.pipeline``): call with none,
-fetch what the response asks for from the fleet (a Get by name, a List by labels and
-namespace), call again, until the requirements are stable. The fleet is bench/fleet.py's.
+over real gRPC by a client with gRPC's default limits: the timed calls come from a Go caller
+(bench/caller, grpc-go as in Crossplane) where Go is installed, otherwise from this Python
+process (``--caller``; each row's ``caller`` says which, bench/callers.py). Its requirements
+are resolved the way Crossplane's FetchingFunctionRunner resolves them
+(``modelplane.pipeline``): call with none, fetch what the response asks for from the fleet (a
+Get by name, a List by labels and namespace), call again, until the requirements are stable.
+The fleet is bench/fleet.py's.
 
 Per function and size it measures two reconciles: the first (nothing composed yet) and the
 steady one (reconciled again, each time with what it composed observed as its controller
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import socket
 import statistics
@@ -52,6 +56,7 @@ from modelplane.pipeline import (
 from modelplane_common.plain import JSON, to_plain, to_struct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import callers
 import fleet  # bench/ is not a package
 from decoding import decode
 
@@ -72,17 +77,24 @@ MIB = 1024 * 1024
 DEFAULT_LIMIT_MIB = 4  # the functions' --max-recv-message-size default, and gRPC's
 
 Row = dict[str, Any]
-RUN_FUNCTION = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
 
 
+@dataclasses.dataclass(frozen=True)
 class Runner:
-    """A started function: ``stub`` for reconciling, ``raw`` for the timed calls. ``raw`` takes
-    the encoded request and returns the encoded response, so a timed call is the transfer and
-    the function's work, not this Python client encoding or decoding messages."""
+    """A started function: ``stub`` for reconciling, ``address`` for the timed calls."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
-        self.stub = grpcv1.FunctionRunnerServiceStub(channel)
-        self.raw: Callable[..., bytes] = channel.unary_unary(RUN_FUNCTION)
+    stub: grpcv1.FunctionRunnerServiceStub
+    address: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Who times the calls, and the caller's numbers for the function, null and floor."""
+
+    caller: callers.Caller
+    function: int
+    null: int
+    floor: int
 
 
 class CountingPool(ResourcePool):
@@ -145,7 +157,7 @@ def served(name: str, limit_mib: int | None = None) -> Iterator[Runner]:
             except grpc.FutureTimeoutError:
                 errors.seek(0)
                 raise RuntimeError(f"{name} did not listen: {errors.read().decode()}") from None
-            yield Runner(channel)
+            yield Runner(grpcv1.FunctionRunnerServiceStub(channel), address)
         finally:
             channel.close()
             process.terminate()
@@ -213,18 +225,21 @@ def steady_request(xr: JSON, last: fnv1.RunFunctionResponse, tag: str) -> fnv1.R
 
 def _timed(
     row: Row,
-    runners: tuple[Runner, Runner, Runner],
+    timing: Timing,
     request: fnv1.RunFunctionRequest,
     rsp: fnv1.RunFunctionResponse | None,
     error: str | None,
     *,
     repeat: int,
 ) -> Row:
-    """``repeat`` calls of the final ``request`` (``runners``: the function's, then the null
-    and the floor servicers'), alternating with ``repeat`` decodes of it."""
-    function, null, floor = runners
+    """``repeat`` calls of the final ``request`` to the function, the null and the floor
+    servicers, alternating with ``repeat`` decodes of it."""
     data = request.SerializeToString()
     row["request_bytes"] = len(data)
+    row["caller"] = timing.caller.name
+    call = timing.caller.call
+    if error is None:
+        timing.caller.load(data)
     calls: list[float] = []
     nulls: list[float] = []
     floors: list[float] = []
@@ -232,9 +247,9 @@ def _timed(
     for _ in range(repeat):
         decodes.append(_ms(lambda: decode(data)))
         if error is None:
-            calls.append(_ms(lambda: function.raw(data, timeout=CALL_TIMEOUT)))
-            nulls.append(_ms(lambda: null.raw(data, timeout=CALL_TIMEOUT)))
-            floors.append(_ms(lambda: floor.raw(data, timeout=CALL_TIMEOUT)))
+            calls.append(call(timing.function))
+            nulls.append(call(timing.null))
+            floors.append(call(timing.floor))
     row["call_ms"] = round(min(calls), 1) if calls else None
     row["call_median_ms"] = round(statistics.median(calls), 1) if calls else None
     row["null_ms"] = round(min(nulls), 1) if nulls else None
@@ -256,7 +271,7 @@ SETTLE_ROUNDS = 40
 
 def measure(
     name: str,
-    runners: tuple[Runner, Runner, Runner],
+    runner: tuple[grpcv1.FunctionRunnerServiceStub, Timing],
     built: fleet.Fleet,
     pool: CountingPool,
     repeat: int,
@@ -266,7 +281,7 @@ def measure(
     last composed observed as its controller reports it, until the function composes the
     same resources as the time before: the steady state, as it is most of the time. The
     first and the steady reconcile are timed on their final request."""
-    stub = runners[0].stub
+    stub, timing = runner
     xr = built.xrs[name]
     tag = f"{name}-{built.clusters}"
     request = fnv1.RunFunctionRequest(
@@ -276,7 +291,7 @@ def measure(
     pool.fetched = 0
     rsp, error = _reconcile(stub, request, pool)
     first = _row(name, built, "first", pool)
-    rows = [_timed(first, runners, request, rsp, error, repeat=repeat)]
+    rows = [_timed(first, timing, request, rsp, error, repeat=repeat)]
     if rsp is None or error is not None:
         return rows  # nothing composed: there is no steady state to measure
     for _ in range(SETTLE_ROUNDS):
@@ -290,7 +305,7 @@ def measure(
         if rsp is None or error is not None or set(rsp.desired.resources) == composed:
             break
     steady = _row(name, built, "steady", pool)
-    rows.append(_timed(steady, runners, request, rsp, error, repeat=repeat))
+    rows.append(_timed(steady, timing, request, rsp, error, repeat=repeat))
     return rows
 
 
@@ -307,18 +322,23 @@ def run(
     *,
     on_row: Callable[[Row], None] | None = None,
     functions: tuple[str, ...] = FUNCTIONS,
+    caller: str = "auto",
 ) -> list[Row]:
     shapes = fleet.learn_shapes()
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
-        runners = {name: stack.enter_context(served(name, limit_mib)) for name in functions}
-        null = stack.enter_context(served(NULL, limit_mib))
-        floor = stack.enter_context(served(FLOOR, limit_mib))
+        started = [stack.enter_context(served(name, limit_mib)) for name in functions]
+        started += [stack.enter_context(served(s, limit_mib)) for s in (NULL, FLOOR)]
+        timer = callers.start(caller, [r.address for r in started], limit_mib)
+        stack.callback(timer.close)
+        null, floor = len(functions), len(functions) + 1
         for size in sizes:
             built = fleet.build(size, shapes, deployments=deployments)
             pool = CountingPool(built.objects)
             for name in (f for f in functions if f in built.xrs):
-                for row in measure(name, (runners[name], null, floor), built, pool, repeat):
+                index = functions.index(name)
+                timing = Timing(timer, index, null, floor)
+                for row in measure(name, (started[index].stub, timing), built, pool, repeat):
                     row["limit_mib"] = limit_mib or DEFAULT_LIMIT_MIB
                     rows.append(row)
                     if on_row is not None:
@@ -330,15 +350,15 @@ HEADER = (
     f"{'function':<26} {'clusters':>8} {'replicas':>8} {'reconcile':>9} {'request':>9} "
     f"{'fetched':>8} "
     f"{'call ms min/med':>17} {'decode ms min/med':>19} {'call/decode':>11} {'null ms':>8} "
-    f"{'floor ms':>8} {'floor/decode':>12}  result"
+    f"{'floor ms':>8} {'floor/decode':>12} {'caller':>6}  result"
 )
 
 
 def format_row(row: Row) -> str:
     call = (
-        f"{row['call_ms']:.0f}/{row['call_median_ms']:.0f}" if row["call_ms"] is not None else "-"
+        f"{row['call_ms']:.1f}/{row['call_median_ms']:.1f}" if row["call_ms"] is not None else "-"
     )
-    decode_ = f"{row['decode_ms']:.0f}/{row['decode_median_ms']:.0f}"
+    decode_ = f"{row['decode_ms']:.1f}/{row['decode_median_ms']:.1f}"
     ratio = (
         f"{row['call_ms'] / row['decode_ms']:.2f}x" if row["call_ms"] and row["decode_ms"] else "-"
     )
@@ -358,7 +378,8 @@ def format_row(row: Row) -> str:
     return (
         f"{row['function']:<26} {row['clusters']:>8} {row['replicas']:>8} {row['reconcile']:>9} "
         f"{row['request_bytes'] / 1e6:>8.2f}M {row['fetched_objects']:>8} {call:>17} "
-        f"{decode_:>19} {ratio:>11} {null_:>8} {floor:>8} {floor_ratio:>12}  {result}"
+        f"{decode_:>19} {ratio:>11} {null_:>8} {floor:>8} {floor_ratio:>12} "
+        f"{row['caller']:>6}  {result}"
     )
 
 
@@ -380,6 +401,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--functions", default=",".join(FUNCTIONS), help="which functions, comma-separated"
     )
+    parser.add_argument(
+        "--caller", choices=callers.CALLERS, default="auto",
+        help="who times the calls: go (bench/caller, as Crossplane calls) or python; "
+        "auto: go where Go is installed",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON list")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -396,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
         print(HEADER, flush=True)
     rows = run(
         sizes, args.repeat, args.deployments, args.max_message_mib, on_row=printed,
-        functions=functions,
+        functions=functions, caller=args.caller,
     )  # fmt: skip
     if args.json:
         print(json.dumps(rows, indent=1))

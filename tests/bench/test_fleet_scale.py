@@ -6,6 +6,7 @@ reported row, not a crash or a silently dropped measurement."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,8 @@ def test_one_row_per_function_size_and_reconcile_with_the_documented_keys(rows):
         assert row["replicas"] == 40
         assert row["request_bytes"] > 0
         assert row["decode_ms"] > 0
+        # Go times the calls as Crossplane makes them, where it is installed (always in CI).
+        assert row["caller"] == ("go" if shutil.which("go") else "python")
 
 
 def test_requirements_are_resolved_and_the_deployment_is_placed(rows):
