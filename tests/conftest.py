@@ -43,8 +43,27 @@ def _session_rank(item: pytest.Item) -> int:
     return 1 if path.startswith(REAL_PLANE) else 3
 
 
+# Session fixtures that take a minute to build: the tests that share one run on one worker.
+SHARED_SESSION_FIXTURES = {"converged_example", "fuzz_bases", "recorded_requests"}
+
+
+def _worker_group(item: pytest.Item) -> str:
+    """The pytest-xdist group ``item`` runs in (``-n 2 --dist loadgroup``, pyproject.toml): the
+    real plane's tests in their ranked order on one worker; the tests sharing a costly session
+    fixture on one worker, so it is built once; every other test with its file, so module
+    fixtures are built once too. Groups are handed to whichever worker is free."""
+    if _session_rank(item) != 3:
+        return "real-plane"
+    if SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "converged-examples"
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_session_rank)  # stable: file order is kept within each rank
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
 
 
 @dataclasses.dataclass
