@@ -43,8 +43,6 @@ def _session_rank(item: pytest.Item) -> int:
     return 1 if path.startswith(REAL_PLANE) else 3
 
 
-# Session fixtures that take a minute to build: the tests that share one run on one worker.
-SHARED_SESSION_FIXTURES = {"converged_example", "fuzz_bases", "recorded_requests"}
 # Run on the real plane's worker while its examples reconcile in the background (rank 2 to 4):
 # the fuzzing, several minutes of one core.
 BESIDE_THE_RECONCILE = "tests/robustness/"
@@ -52,25 +50,32 @@ BESIDE_THE_RECONCILE = "tests/robustness/"
 RECONCILE_WAIT_SECONDS = 2400
 
 
-def _worker_group(item: pytest.Item) -> str:
-    """The pytest-xdist group ``item`` runs in (``-n 2 --dist loadgroup``, pyproject.toml): the
-    real plane's tests in their ranked order on one worker, with the fuzzing between the start
-    of the background reconcile and the tests that read it; the tests sharing a costly session
-    fixture on one worker, so it is built once; every other test with its file, so module
-    fixtures are built once too. Groups are handed to whichever worker is free."""
-    path = item.nodeid.split("::", 1)[0]
-    if _session_rank(item) != 3 or path.startswith(BESIDE_THE_RECONCILE):
+def _worker_group(nodeid: str) -> str:
+    """Which tests one pytest-xdist worker runs together, in collection order (``-n 2``,
+    pyproject.toml): the real plane's tests, in their ranked order, with the fuzzing between
+    the start of the background reconcile and the tests that read it; every other test with
+    its file, so module fixtures are built once. Groups go to whichever worker is free, in
+    collection order, so the real plane (the longest) starts first."""
+    path = nodeid.split("::", 1)[0]
+    if path == IMAGES or path.startswith((REAL_PLANE, BESIDE_THE_RECONCILE)):
         return "real-plane"
-    if SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return "converged-examples"
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduling by scope, with ``_worker_group`` as the scope."""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only under xdist
+
+    class ByWorkerGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _worker_group(nodeid)
+
+    return ByWorkerGroup(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_session_rank)  # stable: file order is kept within each rank
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
         if _session_rank(item) == 4:
             item.add_marker(pytest.mark.timeout(RECONCILE_WAIT_SECONDS))
 
