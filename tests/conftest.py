@@ -16,6 +16,7 @@ from hypothesis import settings
 from modelplane.controlplane import ControlPlane, Convergence, session
 from modelplane.project import function_directory
 from modelplane_common.plain import to_struct
+from xdist.scheduler import LoadScopeScheduling
 
 # Property tests share two CPUs with everything else in CI: a per-example deadline only
 # measures the machine's load, so no test gets one (settings built in tests inherit this).
@@ -62,14 +63,14 @@ def _worker_group(nodeid: str) -> str:
     return path
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+class ByWorkerGroup(LoadScopeScheduling):
     """pytest-xdist's scheduling by scope, with ``_worker_group`` as the scope."""
-    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only under xdist
 
-    class ByWorkerGroup(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return _worker_group(nodeid)
+    def _split_scope(self, nodeid: str) -> str:
+        return _worker_group(nodeid)
 
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ByWorkerGroup:
     return ByWorkerGroup(config, log)
 
 
