@@ -9,6 +9,7 @@ process cannot stand in for. ``auto`` takes Go where it is installed (built once
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -48,7 +49,9 @@ class PythonCaller:
     name = "python"
 
     def __init__(self, addresses: list[str], limit_mib: int | None) -> None:
-        options = [("grpc.max_receive_message_length", limit_mib * MIB)] if limit_mib else []
+        # A connection kept for the whole run: a long row never reconnects mid-call.
+        options = [("grpc.client_idle_timeout_ms", 2**31 - 1)]
+        options += [("grpc.max_receive_message_length", limit_mib * MIB)] if limit_mib else []
         self._channels = [grpc.insecure_channel(a, options=options) for a in addresses]
         self._calls = [c.unary_unary(RUN_FUNCTION) for c in self._channels]
         self._data = b""
@@ -71,13 +74,15 @@ class PythonCaller:
 
 def build_go_caller() -> Path:
     """``_output/bench/caller`` from bench/caller's pinned module (Go's caches make a rebuild
-    a relink)."""
+    a relink). Built under a name of its own and renamed into place, so a process building
+    it beside another never runs a half-written binary."""
     go = shutil.which("go")
     if go is None:
         raise RuntimeError("the Go caller needs Go: install it, or pass --caller python")
     CALLER_BINARY.parent.mkdir(parents=True, exist_ok=True)
+    building = CALLER_BINARY.with_name(f"{CALLER_BINARY.name}.{os.getpid()}")
     done = subprocess.run(
-        [go, "build", "-trimpath", "-o", str(CALLER_BINARY), "."],
+        [go, "build", "-trimpath", "-o", str(building), "."],
         cwd=CALLER_MODULE,
         env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"},
         capture_output=True,
@@ -85,7 +90,9 @@ def build_go_caller() -> Path:
         check=False,
     )
     if done.returncode != 0:
+        building.unlink(missing_ok=True)
         raise RuntimeError(f"cannot build bench/caller: {done.stderr.strip()}")
+    building.replace(CALLER_BINARY)
     return CALLER_BINARY
 
 
@@ -94,21 +101,32 @@ class GoCaller:
 
     def __init__(self, addresses: list[str], limit_mib: int | None) -> None:
         flags = [f"-max-recv-mib={limit_mib}"] if limit_mib else []
+        self._request = tempfile.NamedTemporaryFile(prefix="request-", suffix=".bin")  # noqa: SIM115 - closed in close()
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         self._process = subprocess.Popen(
             [str(build_go_caller()), *flags, *addresses],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=self._errors,
             text=True,
         )
-        self._request = tempfile.NamedTemporaryFile(prefix="request-", suffix=".bin")  # noqa: SIM115 - closed in close()
 
     def _ask(self, line: str) -> str:
         assert self._process.stdin is not None and self._process.stdout is not None
-        self._process.stdin.write(line + "\n")
-        self._process.stdin.flush()
-        answer = self._process.stdout.readline().strip()
+        try:
+            self._process.stdin.write(line + "\n")
+            self._process.stdin.flush()
+            answer = self._process.stdout.readline().strip()
+        except OSError:
+            answer = ""
         if not answer:
-            raise RuntimeError(f"bench/caller exited ({self._process.poll()}) on {line!r}")
+            try:
+                code = self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            self._errors.seek(0)
+            said = self._errors.read().decode(errors="replace").strip()[-2000:]
+            raise RuntimeError(f"bench/caller stopped (exit {code}) on {line!r}: {said}")
         return answer
 
     def load(self, data: bytes) -> None:
@@ -124,19 +142,25 @@ class GoCaller:
         answer = self._ask(f"call {target}")
         if answer.startswith("error "):
             code, _, message = answer.removeprefix("error ").partition(": ")
+            if not re.fullmatch(r"[A-Z][A-Za-z]*", code):
+                raise RuntimeError(f"bench/caller: {answer}")  # the protocol, not gRPC
             # grpc-go names a code ResourceExhausted, Python's client RESOURCE_EXHAUSTED.
             raise CallFailedError(f"{re.sub(r'(?<!^)(?=[A-Z])', '_', code).upper()}: {message}")
         return float(answer)
 
     def close(self) -> None:
-        if self._process.stdin is not None:
-            self._process.stdin.close()
         try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._request.close()
+            with contextlib.suppress(OSError):
+                if self._process.stdin is not None:
+                    self._process.stdin.close()
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        finally:
+            self._request.close()
+            self._errors.close()
 
 
 def resolve(choice: str) -> str:

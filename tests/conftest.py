@@ -35,13 +35,17 @@ RECONCILE = "tests/realplane/test_reconcile.py"
 RECONCILE_START = "test_the_examples_start_reconciling_on_an_installed_plane"
 
 
-def _session_rank(item: pytest.Item) -> int:
-    path = item.nodeid.split("::", 1)[0]
+def _rank(nodeid: str) -> int:
+    path, _, name = nodeid.partition("::")
     if path == IMAGES:
         return 0
     if path == RECONCILE:
-        return 2 if item.name == RECONCILE_START else 4
+        return 2 if name == RECONCILE_START else 4
     return 1 if path.startswith(REAL_PLANE) else 3
+
+
+def _session_rank(item: pytest.Item) -> int:
+    return _rank(item.nodeid)
 
 
 # Run on the real plane's worker while its examples reconcile in the background (rank 2 to 4):
@@ -58,7 +62,7 @@ def _worker_group(nodeid: str) -> str:
     its file, so module fixtures are built once. Groups go to whichever worker is free, in
     collection order, so the real plane (the longest) starts first."""
     path = nodeid.split("::", 1)[0]
-    if path == IMAGES or path.startswith((REAL_PLANE, BESIDE_THE_RECONCILE)):
+    if _rank(nodeid) != 3 or path.startswith(BESIDE_THE_RECONCILE):
         return "real-plane"
     return path
 

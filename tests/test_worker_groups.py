@@ -42,9 +42,14 @@ def test_the_real_plane_runs_on_one_worker_and_every_other_file_whole(nodeid: st
     assert _conftest()._worker_group(nodeid) == group
 
 
-def test_the_scheduler_groups_by_the_hook_it_overrides():
-    """The scheduler overrides pytest-xdist's scope hook; were it renamed, the override
-    would be silently ignored and tests of one group spread over both workers."""
+def test_the_scheduler_groups_by_the_hook_it_overrides(pytestconfig: pytest.Config):
+    """The session's scheduler is tests/conftest.py's, and it overrides pytest-xdist's scope
+    hook: were either lost, every test would stay green while the real plane's tests spread
+    over both workers."""
+    hook = pytestconfig.pluginmanager.hook.pytest_xdist_make_scheduler
+    assert any(
+        Path(str(getattr(impl.plugin, "__file__", ""))) == CONFTEST for impl in hook.get_hookimpls()
+    )
     assert "_split_scope" in vars(LoadScopeScheduling)
     by_group = _conftest().ByWorkerGroup
     assert issubclass(by_group, LoadScopeScheduling)

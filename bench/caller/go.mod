@@ -1,4 +1,5 @@
-// The benchmark's caller (bench/fleet_scale.py): grpc-go at the version Crossplane core pins.
+// The benchmark's caller (bench/fleet_scale.py): grpc-go and its HTTP/2 stack at the versions
+// Crossplane core v2.3.3 pins (realplane/go/crossplane/go.mod).
 module modelplane.dev/bench/caller
 
 go 1.25.11
@@ -6,9 +7,9 @@ go 1.25.11
 require google.golang.org/grpc v1.80.0
 
 require (
-	golang.org/x/net v0.49.0 // indirect
-	golang.org/x/sys v0.40.0 // indirect
-	golang.org/x/text v0.33.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516 // indirect
+	golang.org/x/net v0.55.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+	golang.org/x/text v0.37.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260401024825-9d38bb4040a9 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )

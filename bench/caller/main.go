@@ -22,30 +22,35 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 )
 
 const runFunction = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
 
-// encoded passes messages through as the bytes they already are. It is named "proto" so
-// the content type on the wire is the one Crossplane sends (application/grpc+proto).
+// encoded passes messages through as the bytes they already are. Registered under the name
+// of gRPC's default codec, it replaces it in this process, so the calls go out exactly as
+// Crossplane's do (content type application/grpc, no codec forced on the call).
 type encoded struct{}
 
 func (encoded) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
 
+// Unmarshal keeps the buffer it is given: gRPC hands the codec a copy of its own.
 func (encoded) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), data...)
+	*v.(*[]byte) = data
 	return nil
 }
 
 func (encoded) Name() string { return "proto" }
+
+func init() { encoding.RegisterCodec(encoded{}) }
 
 func main() {
 	maxRecvMiB := flag.Int("max-recv-mib", 0, "raise the client's receive limit (0: grpc-go's 4 MiB)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "deadline of each call")
 	flag.Parse()
 
-	options := []grpc.CallOption{grpc.ForceCodec(encoded{})}
+	var options []grpc.CallOption
 	if *maxRecvMiB > 0 {
 		options = append(options, grpc.MaxCallRecvMsgSize(*maxRecvMiB<<20))
 	}
@@ -53,6 +58,8 @@ func main() {
 	for _, address := range flag.Args() {
 		conn, err := grpc.NewClient(address,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// A connection kept for the whole run: a long row never reconnects mid-call.
+			grpc.WithIdleTimeout(0),
 			grpc.WithDefaultCallOptions(options...))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cannot dial %s: %v\n", address, err)
