@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Protocol
 
 import grpc
+from modelplane_common.serving import MIB, RUN_FUNCTION_SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]
 CALLER_MODULE = ROOT / "bench" / "caller"
 CALLER_BINARY = ROOT / "_output" / "bench" / "caller"
-RUN_FUNCTION = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
-MIB = 1024 * 1024
+RUN_FUNCTION = f"/{RUN_FUNCTION_SERVICE}/RunFunction"
 CALLERS = ("auto", "go", "python")
 
 

@@ -54,6 +54,7 @@ from modelplane.pipeline import (
     run_with_requirements,
 )
 from modelplane_common.plain import JSON, to_plain, to_struct
+from modelplane_common.serving import MIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import callers
@@ -73,7 +74,6 @@ NULL = "null"
 FLOOR = "floor"
 NULL_FUNCTION = Path(__file__).resolve().parent / "null_function.py"
 CALL_TIMEOUT = 600.0
-MIB = 1024 * 1024
 DEFAULT_LIMIT_MIB = 4  # the functions' --max-recv-message-size default, and gRPC's
 
 Row = dict[str, Any]

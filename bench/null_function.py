@@ -19,8 +19,7 @@ import grpc
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common.runtime import serve
-
-MIB = 1024 * 1024
+from modelplane_common.serving import MIB
 
 
 class NullFunction(grpcv1.FunctionRunnerServiceServicer):
