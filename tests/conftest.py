@@ -53,6 +53,9 @@ def _session_rank(item: pytest.Item) -> int:
 BESIDE_THE_RECONCILE = "tests/robustness/"
 # The first test reading the reconcile's results waits for it (test_reconcile.py's ``runs``).
 RECONCILE_WAIT_SECONDS = 2400
+# The first real-plane test starts the plane and installs Modelplane (tests/realplane/conftest.py
+# ``real_plane``): about 4 minutes beside a busy second worker, past 5 on a slow host.
+PLANE_START_SECONDS = 900
 
 
 def _worker_group(nodeid: str) -> str:
@@ -83,6 +86,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _session_rank(item) == 4:
             item.add_marker(pytest.mark.timeout(RECONCILE_WAIT_SECONDS))
+        elif _session_rank(item) == 1 and "real_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(PLANE_START_SECONDS))
 
 
 @dataclasses.dataclass
