@@ -673,6 +673,33 @@ def test_a_held_cluster_releases_its_guard_once_nothing_uses_it():
     assert "usage-replicas" in desired_resources(still_used)
 
 
+def settled(xr: dict, required: dict) -> dict:
+    """Observed state once every resource the cluster composes exists and is Ready."""
+    observed: dict = {}
+    for _ in range(4):
+        desired = desired_resources(run(xr, observed, required))
+        observed = {
+            key: observe(body, ready_status(gateway={"address": "10.89.0.7"})
+                         if key == "serving-stack" else ready_status())
+            for key, body in desired.items()
+        }  # fmt: skip
+    return observed
+
+
+@pytest.mark.parametrize("on_it", [[REPLICA], []], ids=["busy", "idle"])
+def test_a_cluster_whose_deletion_waits_looks_again_within_seconds(on_it: list) -> None:
+    """What a refused deletion waits for (its replicas and their Objects leaving) comes by
+    requirement, which Crossplane does not watch: the cluster asks to be called again in 5 s,
+    not at its settled minute, so it goes within seconds of its last replica rather than a
+    poll interval after. Without a deletion a settled cluster keeps the minute."""
+    required = required_for(EXISTING, replicas=on_it)
+    steady = run(EXISTING, settled(EXISTING, required), required)
+    assert steady.meta.ttl.ToTimedelta().total_seconds() == 60
+    deleting = deletion_attempted(EXISTING)
+    waiting = run(deleting, settled(deleting, required), required)
+    assert waiting.meta.ttl.ToTimedelta().total_seconds() == 5
+
+
 # --- XRD rules ---------------------------------------------------------------------------
 
 

@@ -14,7 +14,13 @@ from typing import Any
 
 import pydantic
 from modelplane_common import capacity_summary, tolerant
-from modelplane_common.function import Outcome, Selector, Severity, validation_summary
+from modelplane_common.function import (
+    SETTLING_TTL,
+    Outcome,
+    Selector,
+    Severity,
+    validation_summary,
+)
 from modelplane_common.managed import without_status
 from modelplane_common.naming import CACHE_CLUSTER_LABEL
 from modelplane_common.observed import condition, held, held_all, is_ready
@@ -244,7 +250,13 @@ def _guard_replicas(
     the guard stands from the start and lets go only after a deletion was attempted (the Usage
     webhook records it on the cluster) and no replica nor replica Object is left; its
     ``replayDeletion`` then deletes the cluster.
+
+    While a deletion waits, the cluster looks again within seconds rather than a poll interval:
+    what it waits for (replicas and their Objects leaving) comes by requirement, which
+    Crossplane does not watch, and every second the guard outlives them keeps the deletion.
     """
+    if capacity_summary.deletion_requested(xr):
+        outcome.ttl = SETTLING_TTL
     if users is None:
         # Not resolved yet is not "no replicas": keep the guard as it stands. Crossplane calls
         # again with the requirements resolved, in the same reconcile.
