@@ -25,23 +25,21 @@ settings.load_profile("modelplane")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-# The function images first (they serve on 9443, a port the real plane also takes); then the
-# real-plane tier; then the test that starts the examples reconciling in the background
-# (tests/realplane/test_reconcile.py); then everything else, which runs while the real plane
-# mostly waits; and last the tests that read the reconcile's results.
-IMAGES = "tests/packaging/test_images.py"
-REAL_PLANE = "tests/realplane/"
+# The real plane's tests that need it to themselves first (tests/realplane/conftest.py
+# ``real_plane`` starts it; the message limit test fills and empties it); then the test that
+# starts the examples reconciling in the background (tests/realplane/test_reconcile.py); then
+# everything else, which runs while the real plane mostly waits; and last the tests that read
+# the reconcile's results.
+PLANE_ALONE = ("tests/realplane/test_install.py", "tests/realplane/test_message_limit.py")
 RECONCILE = "tests/realplane/test_reconcile.py"
 RECONCILE_START = "test_the_examples_start_reconciling_on_an_installed_plane"
 
 
 def _rank(nodeid: str) -> int:
     path, _, name = nodeid.partition("::")
-    if path == IMAGES:
-        return 0
     if path == RECONCILE:
         return 2 if name == RECONCILE_START else 4
-    return 1 if path.startswith(REAL_PLANE) else 3
+    return 1 if path in PLANE_ALONE else 3
 
 
 def _session_rank(item: pytest.Item) -> int:
@@ -49,21 +47,24 @@ def _session_rank(item: pytest.Item) -> int:
 
 
 # Run on the real plane's worker while its examples reconcile in the background (rank 2 to 4):
-# the fuzzing, several minutes of one core.
-BESIDE_THE_RECONCILE = "tests/robustness/"
+# the fuzzing, several minutes of one core, and the API server's admission verdicts (dry runs
+# and CRDs of their own, which no example composes).
+BESIDE_THE_RECONCILE = ("tests/robustness/", "tests/realplane/test_admission")
 # The first test reading the reconcile's results waits for it (test_reconcile.py's ``runs``).
 RECONCILE_WAIT_SECONDS = 2400
-# The first real-plane test starts the plane and installs Modelplane (tests/realplane/conftest.py
-# ``real_plane``): about 4 minutes beside a busy second worker, past 5 on a slow host.
+# The first test using the real plane starts it and installs Modelplane (tests/realplane/
+# conftest.py ``real_plane``): about 4 minutes beside a busy second worker, past 5 on a slow host.
 PLANE_START_SECONDS = 900
 
 
 def _worker_group(nodeid: str) -> str:
     """Which tests one pytest-xdist worker runs together, in collection order (``-n 2``,
-    pyproject.toml): the real plane's tests, in their ranked order, with the fuzzing between
-    the start of the background reconcile and the tests that read it; every other test with
-    its file, so module fixtures are built once. Groups go to whichever worker is free, in
-    collection order, so the real plane (the longest) starts first."""
+    pyproject.toml): the real plane's tests, in their ranked order, with the fuzzing and the
+    admission verdicts between the start of the background reconcile and the tests that read
+    it; every other test with its file, so module fixtures are built once (the function images
+    among them: each serves in a network namespace of its own, so the real plane's port 9443
+    is no obstacle). Groups go to whichever worker is free, in collection order, so the real
+    plane (the longest) starts first."""
     path = nodeid.split("::", 1)[0]
     if _rank(nodeid) != 3 or path.startswith(BESIDE_THE_RECONCILE):
         return "real-plane"
@@ -86,7 +87,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _session_rank(item) == 4:
             item.add_marker(pytest.mark.timeout(RECONCILE_WAIT_SECONDS))
-        elif _session_rank(item) == 1 and "real_plane" in getattr(item, "fixturenames", ()):
+        elif "real_plane" in getattr(item, "fixturenames", ()):  # any may be the first
             item.add_marker(pytest.mark.timeout(PLANE_START_SECONDS))
 
 

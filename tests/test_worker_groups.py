@@ -1,6 +1,7 @@
 """How tests/conftest.py shares the session between two pytest-xdist workers. If its grouping
-stopped applying, the image tests would build their base twice at once and serve on a port the
-real plane takes, and a test reading the real plane's results could start a second plane."""
+stopped applying, the image tests would build their base twice at once, a test could change the
+real plane under the examples' reconcile, and a test reading the real plane's results could
+start a second plane."""
 
 from __future__ import annotations
 
@@ -26,8 +27,18 @@ def _conftest():
 @pytest.mark.parametrize(
     ("nodeid", "group"),
     [
-        ("tests/packaging/test_images.py::test_every_image_shares_one_base_layer", "real-plane"),
+        (
+            "tests/packaging/test_images.py::test_every_image_shares_one_base_layer",
+            "tests/packaging/test_images.py",
+        ),
+        ("tests/realplane/test_install.py::test_x", "real-plane"),
+        ("tests/realplane/test_message_limit.py::test_x", "real-plane"),
         ("tests/realplane/test_admission.py::test_x", "real-plane"),
+        ("tests/realplane/test_admission_fuzz.py::test_x", "real-plane"),
+        (
+            "tests/realplane/test_render_matches_crossplane.py::test_x",
+            "tests/realplane/test_render_matches_crossplane.py",
+        ),
         ("tests/realplane/test_reconcile.py::test_example_converges[quickstart]", "real-plane"),
         ("tests/robustness/test_function_fuzz.py::test_f[compose-usages]", "real-plane"),
         ("tests/validate/test_validate_crds.py::test_a", "tests/validate/test_validate_crds.py"),
@@ -54,5 +65,37 @@ def test_the_scheduler_groups_by_the_hook_it_overrides(pytestconfig: pytest.Conf
     by_group = _conftest().ByWorkerGroup
     assert issubclass(by_group, LoadScopeScheduling)
     scheduler = object.__new__(by_group)  # its scope needs no state
-    assert scheduler._split_scope("tests/realplane/test_fleet.py::test_y") == "real-plane"
+    assert scheduler._split_scope("tests/realplane/test_install.py::test_y") == "real-plane"
     assert scheduler._split_scope("tests/docs/test_a.py::test_b") == "tests/docs/test_a.py"
+
+
+@pytest.mark.parametrize(
+    ("nodeids", "ranked"),
+    [
+        # The plane to itself, then the reconcile's start, the rest beside it, its results last.
+        (
+            [
+                "tests/realplane/test_reconcile.py::test_example_converges[quickstart]",
+                "tests/robustness/test_function_fuzz.py::test_f",
+                "tests/realplane/test_admission.py::test_x",
+                "tests/realplane/test_reconcile.py::"
+                "test_the_examples_start_reconciling_on_an_installed_plane",
+                "tests/realplane/test_message_limit.py::test_x",
+                "tests/realplane/test_install.py::test_x",
+            ],
+            [
+                "tests/realplane/test_message_limit.py::test_x",
+                "tests/realplane/test_install.py::test_x",
+                "tests/realplane/test_reconcile.py::"
+                "test_the_examples_start_reconciling_on_an_installed_plane",
+                "tests/robustness/test_function_fuzz.py::test_f",
+                "tests/realplane/test_admission.py::test_x",
+                "tests/realplane/test_reconcile.py::test_example_converges[quickstart]",
+            ],
+        ),
+    ],
+)
+def test_the_real_planes_tests_run_in_the_order_the_reconcile_needs(nodeids, ranked):
+    """Nothing changes the plane under the examples' reconcile: what fills it runs before the
+    reconcile starts, and the tests reading its results come last."""
+    assert sorted(nodeids, key=_conftest()._rank) == ranked

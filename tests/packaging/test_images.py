@@ -2,9 +2,10 @@
 
 `modelplane package --arch amd64` builds the tarballs (spec packaging.md §4-5). For each one the
 test unpacks the layers into a root, runs the image's entrypoint with no arguments in an isolated
-root (`unshare --mount --pid --fork chroot`, as uid 2000) with TLS material at /tls/server, and
-sends it a request recorded from an example converging in-process; the image must answer exactly
-what the in-process function answers. Needs root and Debian's debootstrap: CI has both (CI=true
+root (`unshare --mount --pid --net --fork chroot`, as uid 2000) with TLS material at /tls/server,
+and sends it, from inside its network namespace (image_client.py), a request recorded from an
+example converging in-process; the image must answer exactly what the in-process function
+answers. Needs root and Debian's debootstrap: CI has both (CI=true
 makes their absence a failure).
 """
 
@@ -15,16 +16,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane import package
 from modelplane.main import cli
 from modelplane.pipeline import repository_functions
@@ -32,8 +32,9 @@ from modelplane.pipeline import repository_functions
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "_output"
 FUNCTIONS = package.functions()
-PORT = 9443
-TOOLS = ("debootstrap", "dpkg-deb", "unshare", "chroot", "openssl", "tar", "skopeo")
+# Sends the request from inside the image's network namespace.
+CLIENT = Path(__file__).with_name("image_client.py")
+TOOLS = ("debootstrap", "dpkg-deb", "unshare", "nsenter", "chroot", "openssl", "tar", "skopeo")
 
 
 def _missing_prerequisite() -> str | None:
@@ -129,17 +130,25 @@ def test_another_tool_reads_both_layouts_and_verifies_every_digest(
 
 
 def _start(root: Path, entrypoint: str, log: Path) -> subprocess.Popen[bytes]:
-    """The entrypoint with no arguments, as uid 2000, in its own mount and pid namespaces."""
+    """The entrypoint with no arguments, as uid 2000, in its own mount, pid and network
+    namespaces (as in a pod: its port 9443 is its own)."""
     # /dev and /proc come from the container runtime in a pod; here from the host, mounted
     # only inside the new mount namespace.
     script = 'mount --rbind /dev "$1/dev" && exec chroot --userspec=2000:2000 "$1" "$2"'
     command = [
-        str(shutil.which("unshare")), "--mount", "--pid", "--fork", "--kill-child",
+        str(shutil.which("unshare")), "--mount", "--pid", "--net", "--fork", "--kill-child",
         f"--mount-proc={root}/proc", "/bin/sh", "-c", script, "sh", str(root), entrypoint,
     ]  # fmt: skip
     env = {"TLS_SERVER_CERTS_DIR": "/tls/server", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     with log.open("wb") as out:
-        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    # Until unshare has made the namespaces it is still in the host's, and a client entering
+    # its network namespace then would reach whatever serves 9443 on the host.
+    host = os.readlink("/proc/self/ns/net")
+    deadline = time.monotonic() + 10
+    while os.readlink(f"/proc/{process.pid}/ns/net") == host and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -152,13 +161,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
-def _channel(tls: Path, client: bool = True) -> grpc.Channel:
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=(tls / "ca.crt").read_bytes(),
-        private_key=(tls / "client.key").read_bytes() if client else None,
-        certificate_chain=(tls / "client.crt").read_bytes() if client else None,
-    )
-    return grpc.secure_channel(f"localhost:{PORT}", credentials)
+def _call(process: subprocess.Popen[bytes], tls: Path, request: fnv1.RunFunctionRequest,
+          work: Path) -> tuple[fnv1.RunFunctionResponse | None, str]:  # fmt: skip
+    """``request`` sent over mTLS from inside the function's network namespace
+    (tests/packaging/image_client.py): the answer, or None and what went wrong."""
+    asked, answered = work / "request.bin", work / "answer.bin"
+    asked.write_bytes(request.SerializeToString())
+    done = subprocess.run(
+        [str(shutil.which("nsenter")), f"--net=/proc/{process.pid}/ns/net", sys.executable,
+         str(CLIENT), str(tls), str(asked), str(answered)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return None, f"image_client.py exited {done.returncode}: {done.stderr}"
+    return fnv1.RunFunctionResponse.FromString(answered.read_bytes()), ""
 
 
 @pytest.fixture
@@ -194,23 +210,15 @@ def test_image_answers_run_function_over_mtls_like_the_source(
     recorded_requests: dict[str, fnv1.RunFunctionRequest],
     tls: Path,
     request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
     process, log = running
     name = request.node.callspec.params["running"]
-    with _channel(tls) as channel:
-        try:
-            grpc.channel_ready_future(channel).result(timeout=60)
-        except grpc.FutureTimeoutError:
-            pytest.fail(f"{name} did not come up: {process.poll()=}\n{log.read_text()}")
-        answer = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(
-            recorded_requests[name], timeout=60
-        )
+    answer, failure = _call(process, tls, recorded_requests[name], tmp_path)
+    assert answer is not None, f"{name}: {failure}\n{process.poll()=}\n{log.read_text()}"
     expected = repository_functions()[name].load()().run(recorded_requests[name])
     assert answer == expected
     assert not any("internal error" in r.message for r in answer.results), answer.results
-    # Without a client certificate the handshake is refused: the server verifies against ca.crt.
-    with _channel(tls, client=False) as anonymous, pytest.raises(grpc.RpcError):
-        grpcv1.FunctionRunnerServiceStub(anonymous).RunFunction(recorded_requests[name], timeout=10)
     assert process.poll() is None, log.read_text()
     # Its one info line for the request, JSON by default (the log flushes line by line).
     deadline = time.monotonic() + 10

@@ -7,13 +7,16 @@ keep Go's module and build caches (the machine's own), so a warm run builds noth
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from modelplane_realplane.components import COMPONENTS, Component
@@ -67,39 +70,49 @@ def is_current(component: Component, go: str) -> bool:
     )
 
 
+@contextlib.contextmanager
+def _one_builder() -> Iterator[None]:
+    """One build at a time on this machine: both test workers may ask for the same binary, and
+    two ``go build -o X.new`` would write one file at once."""
+    BIN.mkdir(parents=True, exist_ok=True)
+    with (BIN / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build(names: list[str] | None = None, log: bool = True) -> list[Outcome]:
     """Build the named components (all by default) that are not current."""
     go = go_version()
     wanted = [c for c in COMPONENTS if names is None or c.name in names]
-    BIN.mkdir(parents=True, exist_ok=True)
-    outcomes = []
-    for component in wanted:
-        started = time.monotonic()
-        if is_current(component, go):
-            outcomes.append(Outcome(component.name, component.version, False, 0.0))
-            continue
-        if log:
-            print(f"building {component.name} {component.version}", flush=True)
-        target = BIN / component.name
-        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
-        command = [
-            "go", "build", "-trimpath", "-pgo=off", "-ldflags", component.ldflags(),
-            "-o", str(target) + ".new", component.package,
-        ]  # fmt: skip
-        done = subprocess.run(command, cwd=component.go_mod.parent, env=env,
-                              capture_output=True, text=True, check=False)  # fmt: skip
-        if done.returncode != 0:
-            raise BuildError(f"{component.name} did not build:\n{done.stdout}{done.stderr}")
-        os.replace(str(target) + ".new", target)
-        seconds = time.monotonic() - started
-        _stamp(component.name).write_text(json.dumps({
-            "fingerprint": _fingerprint(component, go), "version": component.version,
-            "seconds": round(seconds, 1),
-        }))  # fmt: skip
-        outcomes.append(Outcome(component.name, component.version, True, seconds))
-        if log:
-            print(f"built {component.name} in {seconds:.0f} s", flush=True)
-    return outcomes
+    with _one_builder():
+        return [_build_one(component, go, log) for component in wanted]
+
+
+def _build_one(component: Component, go: str, log: bool) -> Outcome:
+    started = time.monotonic()
+    if is_current(component, go):
+        return Outcome(component.name, component.version, False, 0.0)
+    if log:
+        print(f"building {component.name} {component.version}", flush=True)
+    target = BIN / component.name
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
+    command = [
+        "go", "build", "-trimpath", "-pgo=off", "-ldflags", component.ldflags(),
+        "-o", str(target) + ".new", component.package,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=component.go_mod.parent, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise BuildError(f"{component.name} did not build:\n{done.stdout}{done.stderr}")
+    os.replace(str(target) + ".new", target)
+    seconds = time.monotonic() - started
+    _stamp(component.name).write_text(json.dumps({
+        "fingerprint": _fingerprint(component, go), "version": component.version,
+        "seconds": round(seconds, 1),
+    }))  # fmt: skip
+    if log:
+        print(f"built {component.name} in {seconds:.0f} s", flush=True)
+    return Outcome(component.name, component.version, True, seconds)
 
 
 def binary(name: str) -> Path:
