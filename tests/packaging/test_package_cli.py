@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,37 @@ def test_no_bookworm_source_names_what_is_missing(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
     with pytest.raises(package.PackageError, match="no Debian bookworm source"):
         package.debian_mirror(tmp_path)
+
+
+def test_builds_sharing_a_cache_make_its_base_once_and_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both test workers (or two CI jobs) may package at once into one cache: the base is
+    downloaded and built by one of them, and the other reuses it."""
+    inside, most, downloads = 0, 0, []
+    guard = threading.Lock()
+
+    def download(arch: str, debs: Path) -> None:
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+            downloads.append(arch)
+        time.sleep(0.3)  # long enough for the other build to arrive meanwhile
+        with guard:
+            inside -= 1
+
+    monkeypatch.setattr(package, "_download", download)
+    monkeypatch.setattr(package, "_base_root", lambda debs, root: (root / "etc").mkdir())
+    layers: list[Path] = []
+    builds = [
+        threading.Thread(target=lambda: layers.append(package.base_layer("amd64", tmp_path)))
+        for _ in range(2)
+    ]
+    for build in builds:
+        build.start()
+    for build in builds:
+        build.join()
+    assert downloads == ["amd64"] and most == 1
+    assert layers == [tmp_path / "base-amd64.tar"] * 2 and layers[0].is_file()
+    assert not list(tmp_path.glob("*.partial"))

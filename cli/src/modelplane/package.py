@@ -16,6 +16,7 @@ The tarball is in ``docker save`` layout (top-level ``manifest.json``, which
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import gzip
 import hashlib
 import io
@@ -215,16 +216,27 @@ def _base_root(debs: Path, root: Path) -> None:
 
 
 def base_layer(arch: str, cache: Path) -> Path:
-    """The base layer tar for ``arch``, built once and reused from ``cache``."""
+    """The base layer tar for ``arch``, built once and reused from ``cache``. Two builds
+    sharing a cache (two test workers, two CI jobs) take turns: two debootstraps into one
+    folder break each other."""
     layer = cache / f"base-{arch}.tar"
-    if layer.exists():
-        return layer
-    _download(arch, cache / f"debs-{arch}")
-    with tempfile.TemporaryDirectory(prefix=f"modelplane-base-{arch}-") as tmp:
-        root = Path(tmp)
-        _base_root(cache / f"debs-{arch}", root)
-        _write_layer(root, layer)
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f".base-{arch}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if layer.exists():
+            return layer
+        _download(arch, cache / f"debs-{arch}")
+        with tempfile.TemporaryDirectory(prefix=f"modelplane-base-{arch}-") as tmp:
+            root = Path(tmp)
+            _base_root(cache / f"debs-{arch}", root)
+            _write_layer(root, layer)
     return layer
+
+
+def _partial(target: Path) -> Path:
+    """Where ``target`` is written before it is renamed into place, this process's own: a
+    reader never sees half a file, and two writers never share one."""
+    return target.with_name(f".{target.name}.{os.getpid()}.partial")
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,7 +341,7 @@ def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 def _write_layer(root: Path, target: Path) -> None:
     """A reproducible tar of everything under ``root`` (sorted, root-owned, fixed times)."""
-    tmp = target.with_suffix(".partial")
+    tmp = _partial(target)
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
             tar.add(
@@ -415,7 +427,7 @@ def write_image(
         }
     ]
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".partial")
+    tmp = _partial(target)
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
         _add_bytes(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
         _add_bytes(tar, "index.json", json.dumps(index, sort_keys=True).encode())
