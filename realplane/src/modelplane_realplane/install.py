@@ -9,6 +9,7 @@ Function per function, named as the Configuration's dependency would install it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import subprocess
 import time
@@ -67,14 +68,18 @@ def _crossplane(*args: str) -> str:
     return done.stdout
 
 
+# Packages built and pushed at once: each build is mostly waiting on its disk and the registry.
+BUILDERS = 4
+
+
 def build_and_push(plane: Plane) -> dict[str, str]:
     """Build every package with ``crossplane xpkg build`` and push it; name -> reference."""
     out = plane.run / "xpkg"
     empty = out / "empty"
     empty.mkdir(parents=True, exist_ok=True)
     repository = f"{plane.registry}/modelplane/modelplane"
-    pushed = {}
-    for name in packaging.functions():
+
+    def function_package(name: str) -> str:
         target = out / f"{name}-amd64.xpkg"
         _crossplane(
             "xpkg", "build", f"--package-root={REPOSITORY / 'functions' / name / 'package'}",
@@ -83,20 +88,26 @@ def build_and_push(plane: Plane) -> dict[str, str]:
         )  # fmt: skip
         reference = f"{repository}_{name}:{VERSION}"
         _crossplane("xpkg", "push", "-f", str(target), reference)
-        pushed[name] = reference
-    root = out / "configuration"
-    root.mkdir()
-    (root / "crossplane.yaml").write_bytes(
-        (REPOSITORY / "package" / "crossplane.yaml").read_bytes()
-    )
-    subprocess.run(["cp", "-R", str(REPOSITORY / "apis"), str(root / "apis")], check=True)
-    target = out / "modelplane.xpkg"
-    _crossplane("xpkg", "build", f"--package-root={root}",
-                f"--examples-root={REPOSITORY / 'examples'}", "-o", str(target))  # fmt: skip
-    reference = f"{repository}:{VERSION}"
-    _crossplane("xpkg", "push", "-f", str(target), reference)
-    pushed["configuration"] = reference
-    return pushed
+        return reference
+
+    def configuration_package() -> str:
+        root = out / "configuration"
+        root.mkdir()
+        (root / "crossplane.yaml").write_bytes(
+            (REPOSITORY / "package" / "crossplane.yaml").read_bytes()
+        )
+        subprocess.run(["cp", "-R", str(REPOSITORY / "apis"), str(root / "apis")], check=True)
+        target = out / "modelplane.xpkg"
+        _crossplane("xpkg", "build", f"--package-root={root}",
+                    f"--examples-root={REPOSITORY / 'examples'}", "-o", str(target))  # fmt: skip
+        reference = f"{repository}:{VERSION}"
+        _crossplane("xpkg", "push", "-f", str(target), reference)
+        return reference
+
+    with concurrent.futures.ThreadPoolExecutor(BUILDERS, thread_name_prefix="xpkg") as pool:
+        futures = {name: pool.submit(function_package, name) for name in packaging.functions()}
+        futures["configuration"] = pool.submit(configuration_package)
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _manifests(path: Path) -> list[dict[str, Any]]:
