@@ -164,6 +164,20 @@ def test_provider_kubernetes_runs_with_the_arguments_the_install_gives_it() -> N
     assert plane.runtime_args("provider-helm") == []
 
 
+def test_crossplane_runs_with_the_arguments_the_install_gives_it() -> None:
+    """The circuit breaker's limits of docs/crossplane-values.yaml, each a flag the pinned
+    Crossplane core declares (an unknown flag would stop it starting)."""
+    args = plane.crossplane_args()
+    assert [a.split("=")[0] for a in args] == [
+        "--circuit-breaker-burst", "--circuit-breaker-refill-rate", "--circuit-breaker-cooldown",
+    ]  # fmt: skip
+    declared = plane.module_dir("crossplane-core") / "cmd" / "crossplane" / "core" / "core.go"
+    if declared.is_file():  # the module is in Go's cache once the plane was built
+        fields = declared.read_text()
+        for field in ("CircuitBreakerBurst", "CircuitBreakerRefillRate", "CircuitBreakerCooldown"):
+            assert field in fields
+
+
 def test_convergence_waits_for_the_tenant_namespace_object_its_replicas_deploy_into() -> None:
     """Replicas may be up in a namespace an earlier example left on the workload cluster
     before their InferenceCluster's next poll composes its namespace Object: not converged."""

@@ -145,13 +145,23 @@ def _start_crossplane(plane: Plane) -> None:
         f"--tls-client-certs-dir={plane.run / 'crossplane-tls-client'}",
         f"--xpkg-cache-dir={plane.run / 'xpkg-cache'}",
         f"--metrics-port={plane.ports['crossplane-metrics']}", f"--health-probe-port={health}",
-        "--poll-interval=15s",
+        "--poll-interval=15s", *crossplane_args(),
     ], env)  # fmt: skip
     plane.ready("crossplane", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), timeout=120)
     source = module_dir("crossplane-core") / "cluster" / "webhookconfigurations" / "usage.yaml"
     for hook in usage_webhooks(source, f"https://127.0.0.1:{plane.ports['crossplane-webhook']}",
                                (plane.pki / "ca.crt").read_bytes()):  # fmt: skip
         client.apply(hook)
+
+
+CROSSPLANE_VALUES = REPOSITORY / "docs" / "crossplane-values.yaml"
+
+
+def crossplane_args() -> list[str]:
+    """The arguments docs/crossplane-values.yaml gives Crossplane's pod, so the real plane runs
+    Crossplane as the install does."""
+    values = yaml.safe_load(CROSSPLANE_VALUES.read_text()) or {}
+    return [str(argument) for argument in values.get("args") or []]
 
 
 PROVIDERS = REPOSITORY / "docs" / "manifests" / "providers.yaml"
