@@ -255,7 +255,8 @@ def _guard_replicas(
     what it waits for (replicas and their Objects leaving) comes by requirement, which
     Crossplane does not watch, and every second the guard outlives them keeps the deletion.
     """
-    if capacity_summary.deletion_requested(xr):
+    deleting = capacity_summary.deletion_requested(xr)
+    if deleting:
         outcome.ttl = SETTLING_TTL
     if users is None:
         # Not resolved yet is not "no replicas": keep the guard as it stands. Crossplane calls
@@ -264,7 +265,7 @@ def _guard_replicas(
             guard = held(observed[rs.KEY_USAGE_REPLICAS])
             outcome.compose(rs.KEY_USAGE_REPLICAS, guard, ready=True)
         return
-    if not users and capacity_summary.deletion_requested(xr):
+    if not users and deleting:
         return
     reason = (
         rs.REPLICAS_REASON if replicas else rs.OBJECTS_REASON if users else rs.NO_REPLICAS_REASON
