@@ -84,6 +84,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ByWorkerGrou
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_session_rank)  # stable: file order is kept within each rank
+    strays = [item.nodeid for item in items if "real_plane" in getattr(item, "fixturenames", ())
+              and _worker_group(item.nodeid) != "real-plane"]  # fmt: skip
+    if strays:
+        # On the other worker its session fixture would start a second plane beside the first.
+        raise pytest.UsageError(
+            f"{strays[0]} uses the real plane but runs on any worker: add its file to "
+            "PLANE_ALONE (it changes the plane) or BESIDE_THE_RECONCILE in tests/conftest.py"
+        )
     for item in items:
         if _session_rank(item) == 4:
             item.add_marker(pytest.mark.timeout(RECONCILE_WAIT_SECONDS))
