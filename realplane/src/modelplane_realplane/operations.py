@@ -1,13 +1,14 @@
 """Day-two operations on the real plane, on the converged quickstart example.
 
-* scale: ``kubectl scale`` the ModelDeployment down to one replica and back, converging each
-  time (the scale subresource, the scheduler, the remote Deployments following);
-* race: scaled down to one replica again, which frees one of the cluster's two L4s, two tenants
+* scale: ``kubectl scale`` the ModelDeployment down to one replica, converging (the scale
+  subresource, the scheduler, the remote Deployments following); back to two after the race;
+* race: at one replica, which frees one of the cluster's two L4s, two tenants
   each apply a one-replica deployment at the same moment (one ``kubectl apply``). Crossplane
   reconciles them concurrently, each from its own view of the fleet (issue 23, item 3): exactly
   one may run there; the other must end ``ReplicasScheduled=False`` (InsufficientCapacity) with
   nothing left Pending on the workload cluster, and the replica that served before is never
-  touched. ``modelplane simulate`` of the same files must place one and refuse the other;
+  touched. ``modelplane simulate`` of the same files must place one and refuse the other.
+  Once the racers are gone, the deployment is scaled back to two (the scale's second half);
 * drain: a second InferenceCluster (``lab-b``, the same pool on the second workload cluster)
   joins; ``lab`` is tainted ``NoExecute`` until every replica serves from ``lab-b``, then
   ``lab-b`` until they are all back; every 3 s the replicas Ready and the endpoints served (Ready
@@ -70,10 +71,14 @@ def run(plane: Plane, context: reconcile.ExampleContext) -> Operations:
         done.seconds[step] = round(time.monotonic() - clock, 1)
         clock = time.monotonic()
 
-    done.scale = _scale(plane, done.notes)
-    lap("scale")
+    # The race needs the one free L4 that scaling down leaves, so it runs between the scale's
+    # two halves (a full scale cycle of its own would cost a minute of CI).
+    done.scale = _scale(plane, 1, done.notes)
+    lap("scale down")
     done.race = _race(plane, context, done.notes)
     lap("race")
+    done.scale &= _scale(plane, 2, done.notes)
+    lap("scale up")
     done.drain_series = _drain(plane, context, done.notes, done.after_deletion)
     done.drain_min_serving = min((int(p["serving"]) for p in done.drain_series), default=0)
     done.drain_moved = not any(n.startswith("drain ") for n in done.notes) and bool(
@@ -108,16 +113,13 @@ def _settle(plane: Plane, what: str, check: Any, notes: list[str], timeout: floa
     return False
 
 
-def _scale(plane: Plane, notes: list[str]) -> bool:
+def _scale(plane: Plane, replicas: int, notes: list[str]) -> bool:
     remote = plane.client(workload.WORKLOAD)
     namespace, name = DEPLOYMENT
-    ok = True
-    for replicas in (1, 2):
-        reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace,
-                          f"--replicas={replicas}")  # fmt: skip
-        ok &= _settle(plane, f"scale to {replicas}",
-                      lambda n=replicas: len(_engine_deployments(remote)) == n, notes)  # fmt: skip
-    return ok
+    reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace,
+                      f"--replicas={replicas}")  # fmt: skip
+    return _settle(plane, f"scale to {replicas}",
+                   lambda: len(_engine_deployments(remote)) == replicas, notes)  # fmt: skip
 
 
 RACERS = ("race-a", "race-b")  # two tenants' namespaces, each with a deployment RACER
@@ -188,11 +190,10 @@ def settled_race(outcome: dict[str, Any]) -> bool:
 
 
 def _race(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) -> dict[str, Any]:
+    """The two racers at one replica of the example's deployment (``run`` scaled it down),
+    until they settle; then they are deleted, and their namespaces."""
     control, remote = plane.client(), plane.client(workload.WORKLOAD)
-    namespace, name = DEPLOYMENT
-    reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace, "--replicas=1")
-    _settle(plane, "scale to 1 before the race", lambda: len(_engine_deployments(remote)) == 1,
-            notes)  # fmt: skip
+    namespace, _ = DEPLOYMENT
     kept = {r["metadata"]["name"]: r["metadata"]["uid"]
             for r in control.list(API, "ModelReplica", namespace)}  # fmt: skip
     racers = context.work / "racers.yaml"
@@ -227,16 +228,12 @@ def _race(plane: Plane, context: reconcile.ExampleContext, notes: list[str]) -> 
     # The racers go as a user must delete them: the deployments, then, once their replicas
     # and Objects are gone, the namespaces. An Object in a terminating namespace cannot be
     # deleted (provider-kubernetes cannot record its provider config's use there), so it and
-    # its remote workload would stay for ever (docs/operations.md). Then the example is
-    # scaled back and converges as before.
+    # its remote workload would stay for ever (docs/operations.md).
     for racer_namespace in RACERS:
         control.delete(API, "ModelDeployment", RACER, racer_namespace)
     _wait_racers_gone(control, notes)
     for racer_namespace in RACERS:
         control.delete("v1", "Namespace", racer_namespace)
-    reconcile.kubectl(plane, "scale", "modeldeployment", name, "-n", namespace, "--replicas=2")
-    _settle(plane, "scale back to 2 after the race",
-            lambda: len(_engine_deployments(remote)) == 2, notes)  # fmt: skip
     return {"real": outcome, "simulated": simulated, "seconds": seconds,
             "pending_seen": pending_seen, "pending_left": pending, "untouched": untouched,
             "lost_race_event": "LostCapacityRace" in events}  # fmt: skip
