@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane.pipeline import repository_functions
+from modelplane_common import served_script
 from modelplane_common.function import CompositionFunction, Outcome, Request
 from modelplane_common.plain import to_struct
 from modelplane_common.runtime import configure_logging
@@ -95,22 +95,12 @@ def test_a_failing_function_logs_the_error_type_and_frames_not_its_text():
     assert answer[0].results[0].severity == fnv1.SEVERITY_FATAL  # Crossplane still hears why
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _serve_one_request(*flags: str) -> list[str]:
     """Start compose-inference-class with ``flags``, send it one request for the l4 example
     InferenceClass (tag "t-1"), stop it and return what it printed."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [str(BIN / "compose-inference-class"), "--insecure", "--address", f"127.0.0.1:{port}",
-         *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    process, port = served_script.serve_script(
+        [str(BIN / "compose-inference-class"), "--insecure", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     xr = yaml.safe_load((ROOT / "examples/platform/inferenceclass-l4.yaml").read_text())
     req = fnv1.RunFunctionRequest(
@@ -119,7 +109,6 @@ def _serve_one_request(*flags: str) -> list[str]:
     )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            grpc.channel_ready_future(channel).result(timeout=60)
             grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=30)
     finally:
         process.terminate()

@@ -18,16 +18,12 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from modelplane_common import served_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(p.name for p in (ROOT / "functions").iterdir() if p.is_dir())
 BIN = Path(sys.executable).parent  # the workspace virtualenv's scripts
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -38,21 +34,28 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def started() -> Iterator[dict[str, int]]:
-    """Every function started at once (start-up dominates), each on its own port."""
-    ports = {name: _free_port() for name in FUNCTIONS}
-    processes = [
-        subprocess.Popen(
-            [str(BIN / name), "--insecure", "--debug", "--address", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    """Every function started at once (start-up dominates), each on its own port; one whose
+    port was taken before it could bind is started again on another (served_script)."""
+    ports = {name: served_script.free_port() for name in FUNCTIONS}
+    processes = {
+        name: served_script.launch(_serve_command(name), port, **QUIET)
         for name, port in ports.items()
-    ]
-    yield ports
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.wait(timeout=30)
+    }
+    try:
+        for name in FUNCTIONS:
+            if not served_script.serving(processes[name], ports[name]):
+                served_script.stop(processes[name])
+                processes[name], ports[name] = served_script.serve_script(
+                    _serve_command(name), **QUIET
+                )
+        yield ports
+    finally:
+        for process in processes.values():
+            served_script.stop(process)
+
+
+def _serve_command(name: str) -> list[str]:
+    return [str(BIN / name), "--insecure", "--debug"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -78,14 +81,16 @@ def test_an_unknown_flag_is_a_usage_error():
 
 
 def test_neither_insecure_nor_certificates_is_a_usage_error():
-    done = _run("--address", f"127.0.0.1:{_free_port()}")
+    done = _run("--address", f"127.0.0.1:{served_script.free_port()}")
     assert done.returncode == 2
     assert "give --insecure or --tls-certs-dir DIR" in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_tls_certs_dir_is_accepted_and_missing_certificates_are_named(tmp_path: Path):
-    done = _run("--tls-certs-dir", str(tmp_path), "--address", f"127.0.0.1:{_free_port()}")
+    done = _run(
+        "--tls-certs-dir", str(tmp_path), "--address", f"127.0.0.1:{served_script.free_port()}"
+    )
     assert done.returncode == 1
     assert "Error: cannot run function:" in done.stderr
     assert str(tmp_path) in done.stderr
@@ -124,16 +129,11 @@ def test_a_function_warns_near_the_limit_it_runs_with_and_refuses_past_it():
     request with a warning naming its size, that limit and what the cache's requests grow
     with; a request past the limit is refused before it runs, as Crossplane would see it.
     v1beta1 is still served."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [str(BIN / "compose-model-cache"), "--insecure", "--address", f"127.0.0.1:{port}",
-         "--max-recv-message-size", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    process, port = served_script.serve_script(
+        [str(BIN / "compose-model-cache"), "--insecure", "--max-recv-message-size", "1"], **QUIET
+    )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            grpc.channel_ready_future(channel).result(timeout=60)
             stub = grpcv1.FunctionRunnerServiceStub(channel)
             assert _size_warnings(stub.RunFunction(_padded(500 * 1024), timeout=30)) == []
             (warning,) = _size_warnings(stub.RunFunction(_padded(900 * 1024), timeout=30))
@@ -150,5 +150,20 @@ def test_a_function_warns_near_the_limit_it_runs_with_and_refuses_past_it():
             answer = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(beta, timeout=30)
             assert isinstance(answer, fnv1beta1.RunFunctionResponse)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        served_script.stop(process)
+
+
+def test_a_script_that_cannot_bind_its_port_is_told_apart_from_one_still_starting():
+    """The port another process took between choosing and binding: the script exits, and the
+    tests' start-up helper says so at once (and starts it elsewhere) instead of waiting out
+    its timeout."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        process = served_script.launch(_serve_command(FUNCTIONS[0]), port, **QUIET)
+        try:
+            assert not served_script.serving(process, port, timeout=120)
+            assert process.poll() == 1
+        finally:
+            served_script.stop(process)
