@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -89,3 +90,47 @@ def test_builds_sharing_a_cache_make_its_base_once_and_one_at_a_time(
     assert downloads == ["amd64"] and most == 1
     assert layers == [tmp_path / "base-amd64.tar"] * 2 and layers[0].is_file()
     assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"MODELPLANE_CACHE_DIR": "/srv/mp", "XDG_CACHE_HOME": "/xdg"}, "/srv/mp"),
+        ({"XDG_CACHE_HOME": "/xdg"}, "/xdg/modelplane/package"),
+        ({"HOME": "/home/ci"}, "/home/ci/.cache/modelplane/package"),
+    ],
+)
+def test_the_base_is_cached_where_every_clone_finds_it(
+    environment: dict[str, str], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not under --output: a fresh clone (CI's every run) reuses the packages an earlier
+    clone downloaded, as Go's and uv's caches are reused."""
+    for name in ("MODELPLANE_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert package.default_cache() == Path(expected)
+
+
+def test_a_base_older_than_a_week_is_built_again_from_fresh_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Images pick up Debian's updates: a cached base is reused for a week, then its packages
+    are downloaded again (the old download's completion mark is gone first)."""
+    downloads: list[bool] = []
+
+    def download(arch: str, debs: Path) -> None:
+        downloads.append((debs / ".complete").exists())
+        debs.mkdir(parents=True, exist_ok=True)
+        (debs / ".complete").touch()
+
+    monkeypatch.setattr(package, "_download", download)
+    monkeypatch.setattr(package, "_base_root", lambda debs, root: (root / "etc").mkdir())
+    layer = package.base_layer("arm64", tmp_path)
+    assert package.base_layer("arm64", tmp_path) == layer
+    assert downloads == [False]  # the second build reused the first's base
+    week_old = time.time() - package.BASE_MAX_AGE - 60
+    os.utime(layer, (week_old, week_old))
+    assert package.base_layer("arm64", tmp_path) == layer
+    assert downloads == [False, False]  # downloaded again, not taken from the old mark
+    assert time.time() - layer.stat().st_mtime < 60

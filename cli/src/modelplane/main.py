@@ -53,7 +53,14 @@ def generate_command(check: bool, crds_dir: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("_output"),
     show_default=True,
-    help="Where functions/<name>-<arch>.tar are written (and the base is cached).",
+    help="Where functions/<name>-<arch>.tar are written.",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the downloaded Debian packages and base layers are kept, a week at most "
+    "(default: MODELPLANE_CACHE_DIR, else ~/.cache/modelplane/package, shared by every clone).",
 )
 @click.option(
     "--function",
@@ -61,13 +68,14 @@ def generate_command(check: bool, crds_dir: Path | None) -> None:
     multiple=True,
     help="Build only this function (repeatable; default: every function).",
 )
-def package_command(archs: str, output: Path, names: tuple[str, ...]) -> None:
+def package_command(archs: str, output: Path, cache: Path | None, names: tuple[str, ...]) -> None:
     """Build each function's runtime image tarball, without a Docker daemon (needs root)."""
     from modelplane import package  # noqa: PLC0415 - only this command needs it
 
     started = time.monotonic()
     try:
-        built = package.build(output, [a.strip() for a in archs.split(",") if a.strip()], names)
+        chosen = [a.strip() for a in archs.split(",") if a.strip()]
+        built = package.build(output, chosen, names, cache)
     except package.PackageError as err:
         raise click.ClickException(str(err)) from err
     for image in built:

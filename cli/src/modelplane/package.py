@@ -35,6 +35,8 @@ from pathlib import Path
 from modelplane import repo
 
 SUITE = "bookworm"
+# A cached base older than this is built again from freshly downloaded packages.
+BASE_MAX_AGE = 7 * 24 * 3600
 PYTHON = "python3.11"
 VENV = "/venv/fn"
 USER = "2000:2000"  # Crossplane's function pods run as uid 2000
@@ -215,20 +217,34 @@ def _base_root(debs: Path, root: Path) -> None:
     (root / "tmp").chmod(0o1777)
 
 
+def default_cache() -> Path:
+    """Where the downloaded packages and base layers are kept, shared by every clone and
+    output folder as Go's and uv's caches are: ``MODELPLANE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/modelplane/package``, else ``~/.cache/modelplane/package``."""
+    if chosen := os.environ.get("MODELPLANE_CACHE_DIR"):
+        return Path(chosen)
+    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(home) / "modelplane" / "package"
+
+
 def base_layer(arch: str, cache: Path) -> Path:
-    """The base layer tar for ``arch``, built once and reused from ``cache``. Two builds
-    sharing a cache (two test workers, two CI jobs) take turns: two debootstraps into one
-    folder break each other."""
+    """The base layer tar for ``arch``, built once and reused from ``cache`` for up to
+    ``BASE_MAX_AGE``; then its packages are downloaded again, so images pick up Debian's
+    updates within a week. Two builds sharing a cache (two test workers, two clones) take
+    turns: two debootstraps into one folder break each other."""
     layer = cache / f"base-{arch}.tar"
+    debs = cache / f"debs-{arch}"
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / f".base-{arch}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if layer.exists():
+        if layer.exists() and time.time() - layer.stat().st_mtime < BASE_MAX_AGE:
             return layer
-        _download(arch, cache / f"debs-{arch}")
+        layer.unlink(missing_ok=True)
+        (debs / ".complete").unlink(missing_ok=True)
+        _download(arch, debs)
         with tempfile.TemporaryDirectory(prefix=f"modelplane-base-{arch}-") as tmp:
             root = Path(tmp)
-            _base_root(cache / f"debs-{arch}", root)
+            _base_root(debs, root)
             _write_layer(root, layer)
     return layer
 
@@ -451,8 +467,10 @@ def build(
     output: Path,
     archs: Iterable[str],
     names: Iterable[str] | None = None,
+    cache: Path | None = None,
 ) -> list[Built]:
-    """Build ``<output>/functions/<name>-<arch>.tar`` for every function and architecture."""
+    """Build ``<output>/functions/<name>-<arch>.tar`` for every function and architecture,
+    on the base layers kept in ``cache`` (``default_cache()`` when None)."""
     archs = list(archs)
     unknown = [a for a in archs if a not in ARCHITECTURES]
     if unknown:
@@ -462,7 +480,7 @@ def build(
     missing = sorted(set(chosen) - set(available))
     if missing:
         raise PackageError(f"unknown function {missing[0]!r}: no functions/{missing[0]}")
-    cache = output / "cache"
+    cache = cache or default_cache()
     built = []
     with tempfile.TemporaryDirectory(prefix="modelplane-wheels-") as wheel_dir:
         wheels = Path(wheel_dir)
