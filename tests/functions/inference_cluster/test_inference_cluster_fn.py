@@ -700,6 +700,24 @@ def test_a_cluster_whose_deletion_waits_looks_again_within_seconds(on_it: list) 
     assert waiting.meta.ttl.ToTimedelta().total_seconds() == 5
 
 
+def test_a_cluster_with_a_leaving_replica_looks_again_within_seconds() -> None:
+    """A replica being deleted (a scale-down's, a drain's) still holds its devices in the
+    summary, and its going comes by requirement, unwatched: while one is leaving the cluster
+    asks to be called again in 5 s, so a deployment waiting for those devices places within
+    seconds of the replica's going, not at the cluster's settled minute (the real plane's
+    race waited 64 s for it). Once it is gone the cluster keeps the minute."""
+    metadata = {**REPLICA["metadata"], "deletionTimestamp": "2026-11-29T03:00:00Z"}
+    leaving = required_for(EXISTING, replicas=[{**REPLICA, "metadata": metadata}])
+    waiting = run(EXISTING, settled(EXISTING, leaving), leaving)
+    assert waiting.meta.ttl.ToTimedelta().total_seconds() == 5
+    held = summary_of(waiting)["replicas"]
+    assert [entry[3] for entries in held.values() for entry in entries] == ["2026-11-29T03:00:00Z"]
+    gone = required_for(EXISTING, replicas=[])
+    after = run(EXISTING, settled(EXISTING, gone), gone)
+    assert after.meta.ttl.ToTimedelta().total_seconds() == 60
+    assert summary_of(after)["replicas"] == {}
+
+
 # --- XRD rules ---------------------------------------------------------------------------
 
 

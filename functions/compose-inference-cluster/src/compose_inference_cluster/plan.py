@@ -105,6 +105,11 @@ def compose(
     # its replicas, or once none is left, the Objects they made that are still being deleted.
     users = replicas or (required.get(REPLICA_OBJECTS_REQUIREMENT) if replicas == [] else None)
     _guard_replicas(outcome, xr, observed, replicas, users)
+    if any(tolerant.text(r, "metadata", "deletionTimestamp") for r in replicas or []):
+        # A leaving replica holds its devices in the summary until this function sees it
+        # gone, and replicas come by requirement, unwatched: a deployment waiting for those
+        # devices (a scale-down's, a drain's) would otherwise wait for the settled minute.
+        outcome.ttl = SETTLING_TTL
     caches = required.get(CACHE_OBJECTS_REQUIREMENT)
     tenant_users = None if users is None or caches is None else users + caches
     drained = drain.condition_for(xr, replicas) if replicas is not None else None
